@@ -1,0 +1,180 @@
+/*
+ * buf.c - growable byte buffers and the abort-on-OOM allocators.
+ */
+#include "tend/buf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+char tend_buf__empty[1];
+
+static void
+oom(void)
+{
+	fputs("tend: out of memory\n", stderr);
+	abort();
+}
+
+void *
+tend_xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p)
+		oom();
+	return p;
+}
+
+void *
+tend_xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+
+	if (!p)
+		oom();
+	return p;
+}
+
+void *
+tend_xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+
+	if (!q)
+		oom();
+	return q;
+}
+
+char *
+tend_xstrdup(const char *s)
+{
+	return tend_xmemdup(s, strlen(s) + 1);
+}
+
+void *
+tend_xmemdup(const void *p, size_t n)
+{
+	void *q = tend_xmalloc(n);
+
+	if (n)
+		memcpy(q, p, n);
+	return q;
+}
+
+void
+tend_buf_grow(struct tend_buf *b, size_t extra)
+{
+	size_t need = b->len + extra + 1, nsize;
+
+	if (need < b->len) /* overflow */
+		oom();
+	if (b->size >= need)
+		return;
+	nsize = b->size ? b->size : 64;
+	while (nsize < need)
+		nsize = nsize * 2 > nsize ? nsize * 2 : need;
+	if (b->size == 0) {
+		b->ptr = tend_xmalloc(nsize);
+		b->ptr[0] = '\0';
+	} else
+		b->ptr = tend_xrealloc(b->ptr, nsize);
+	b->size = nsize;
+}
+
+void
+tend_buf_put(struct tend_buf *b, const void *data, size_t len)
+{
+	if (len == 0)
+		return;
+	tend_buf_grow(b, len);
+	memcpy(b->ptr + b->len, data, len);
+	b->len += len;
+	b->ptr[b->len] = '\0';
+}
+
+void
+tend_buf_putc(struct tend_buf *b, int c)
+{
+	tend_buf_grow(b, 1);
+	b->ptr[b->len++] = (char)c;
+	b->ptr[b->len] = '\0';
+}
+
+void
+tend_buf_puts(struct tend_buf *b, const char *s)
+{
+	tend_buf_put(b, s, strlen(s));
+}
+
+void
+tend_buf_vprintf(struct tend_buf *b, const char *fmt, va_list ap)
+{
+	va_list cp;
+	int n;
+
+	va_copy(cp, ap);
+	n = vsnprintf(NULL, 0, fmt, cp);
+	va_end(cp);
+	if (n <= 0)
+		return;
+	tend_buf_grow(b, (size_t)n);
+	vsnprintf(b->ptr + b->len, (size_t)n + 1, fmt, ap);
+	b->len += (size_t)n;
+}
+
+void
+tend_buf_printf(struct tend_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	tend_buf_vprintf(b, fmt, ap);
+	va_end(ap);
+}
+
+void
+tend_buf_puthex(struct tend_buf *b, const void *data, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = data;
+
+	tend_buf_grow(b, len * 2);
+	for (size_t i = 0; i < len; i++) {
+		b->ptr[b->len++] = hex[p[i] >> 4];
+		b->ptr[b->len++] = hex[p[i] & 15];
+	}
+	b->ptr[b->len] = '\0';
+}
+
+void
+tend_buf_reset(struct tend_buf *b)
+{
+	b->len = 0;
+	b->ptr[0] = '\0';
+}
+
+void
+tend_buf_release(struct tend_buf *b)
+{
+	if (b->size)
+		free(b->ptr);
+	b->ptr = tend_buf__empty;
+	b->len = b->size = 0;
+}
+
+char *
+tend_buf_detach(struct tend_buf *b, size_t *len_out)
+{
+	char *p;
+
+	if (len_out)
+		*len_out = b->len;
+	if (b->size == 0)
+		p = tend_xcalloc(1, 1);
+	else
+		p = b->ptr;
+	b->ptr = tend_buf__empty;
+	b->len = b->size = 0;
+	return p;
+}

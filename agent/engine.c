@@ -1,0 +1,1363 @@
+/*
+ * engine.c - passes, components, batches and sinks.
+ *
+ * A pass runs the app's root component. Components run synchronously on
+ * this thread: a mount runs the child at once, so children always finish
+ * (and are queued for submission) before their parent, as CocoIndex
+ * requires (R21). Finished components are not submitted one by one:
+ * they are queued, and a batch of them is flushed together
+ * (PERF-NOTES "group commits"):
+ *
+ *   T1  one write txn: every component's pre-commit (pending records),
+ *       durable before any sink runs;
+ *       sinks: actions of the whole batch grouped by sink identity, one
+ *       apply call per sink (the git connector's one commit per pass);
+ *   T2  one write txn: every component's commit;
+ *       fulfil: resolve container child providers with the handlers the
+ *       sinks returned; GC: tombstoned components are deleted in the
+ *       next batch.
+ *
+ * A batch is flushed when it is full, when a use_mount needs its child's
+ * providers resolved before returning, and at the end of the pass.
+ * Crash safety holds per component: its pending records are durable
+ * before its sink runs, and are pruned only after.
+ */
+#include "engine_int.h"
+
+#include <assert.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tend/status.h"
+
+#define DEFAULT_BATCH 4096
+
+/* ---- small helpers ---- */
+
+void
+tend_handler_init(struct tend_handler *h, const struct tend_handler_ops *ops)
+{
+	assert(ops->abi == TEND_TARGET_ABI);
+	assert(ops->reconcile && ops->destroy);
+	h->ops = ops;
+}
+
+void *
+tend_context_get(struct tend_context *ctx, const char *name)
+{
+	for (size_t i = 0; ctx && i < ctx->eng->nres; i++)
+		if (strcmp(ctx->eng->res[i].name, name) == 0)
+			return ctx->eng->res[i].ptr;
+	return NULL;
+}
+
+void
+tend_apply_fail(struct tend_apply_result *r, int status, const char *fmt, ...)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	tend_buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	free(r->error);
+	r->error = tend_buf_detach(&b, NULL);
+	r->status = status ? status : TEND_ERROR;
+}
+
+static void
+emit(struct tend_engine *eng, struct tend_event *ev)
+{
+	for (size_t i = 0; i < eng->nsubs; i++)
+		if (eng->subs[i].mask & TEND_EV_MASK(ev->kind))
+			eng->subs[i].fn(ev, eng->subs[i].arg);
+}
+
+static bool
+wants(struct tend_engine *eng, enum tend_event_kind kind)
+{
+	for (size_t i = 0; i < eng->nsubs; i++)
+		if (eng->subs[i].mask & TEND_EV_MASK(kind))
+			return true;
+	return false;
+}
+
+static int
+cmp_fp(const struct tend_fp *a, const struct tend_fp *b)
+{
+	return memcmp(a->b, b->b, 16);
+}
+
+/* ---- cid set ---- */
+
+static void
+cidset_add(struct cidset *s, const struct tend_fp *fp)
+{
+	if ((s->n + 1) * 2 > s->size) {
+		struct cidset n = {0};
+
+		n.size = s->size ? s->size * 2 : 256;
+		n.tab = tend_xcalloc(n.size, sizeof *n.tab);
+		for (size_t i = 0; i < s->size; i++)
+			if (!tend_fp_is_zero(&s->tab[i]))
+				cidset_add(&n, &s->tab[i]);
+		free(s->tab);
+		*s = n;
+	}
+	uint64_t h;
+	memcpy(&h, fp->b, 8);
+	for (size_t i = (size_t)h & (s->size - 1);; i = (i + 1) & (s->size - 1)) {
+		if (tend_fp_equal(&s->tab[i], fp))
+			return;
+		if (tend_fp_is_zero(&s->tab[i])) {
+			s->tab[i] = *fp;
+			s->n++;
+			return;
+		}
+	}
+}
+
+bool
+tend_cidset_has(const struct cidset *s, const struct tend_fp *fp)
+{
+	uint64_t h;
+
+	if (!s->size)
+		return false;
+	memcpy(&h, fp->b, 8);
+	for (size_t i = (size_t)h & (s->size - 1);; i = (i + 1) & (s->size - 1)) {
+		if (tend_fp_equal(&s->tab[i], fp))
+			return true;
+		if (tend_fp_is_zero(&s->tab[i]))
+			return false;
+	}
+}
+
+/* ---- engine lifecycle ---- */
+
+static void
+random_token(uint8_t token[16])
+{
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, token, 16) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n != 16) {
+		/* no urandom: pid and address still differ per process */
+		struct tend_hasher h;
+		struct tend_fp fp;
+
+		tend_hasher_init(&h);
+		tend_hasher_int(&h, (int64_t)getpid());
+		tend_hasher_int(&h, (int64_t)(intptr_t)&h);
+		fp = tend_hasher_final(&h);
+		memcpy(token, fp.b, 16);
+	}
+}
+
+int
+tend_engine_open(struct tend_engine **out, const char *state_dir,
+    const struct tend_engine_opts *opts)
+{
+	struct tend_engine *eng = tend_xcalloc(1, sizeof *eng);
+	struct tend_buf dir = TEND_BUF_INIT;
+	int rc;
+
+	*out = NULL;
+	if (mkdir(state_dir, 0700) != 0 && access(state_dir, W_OK) != 0) {
+		tend_buf_release(&dir);
+		free(eng);
+		return tend_error_set(TEND_ERROR,
+		    "cannot create state directory %s", state_dir);
+	}
+	tend_buf_printf(&dir, "%s/store", state_dir);
+	rc = tend_store_open(&eng->st, dir.ptr, opts ? opts->map_size : 0);
+	tend_buf_release(&dir);
+	if (rc) {
+		free(eng);
+		return rc;
+	}
+	tend_registry_init(&eng->reg);
+	eng->ctx.eng = eng;
+	eng->batch = opts && opts->batch ? opts->batch : DEFAULT_BATCH;
+	eng->state_dir = tend_xstrdup(state_dir);
+	random_token(eng->token);
+	*out = eng;
+	return 0;
+}
+
+void
+tend_engine_close(struct tend_engine *eng)
+{
+	if (!eng)
+		return;
+	tend_registry_finish(&eng->reg);
+	tend_registry_reap(eng);
+	tend_store_close(eng->st);
+	for (size_t i = 0; i < eng->nres; i++)
+		free(eng->res[i].name);
+	free(eng->res);
+	free(eng->subs);
+	free(eng->state_dir);
+	free(eng);
+}
+
+static struct tend_fp
+root_id(const char *name)
+{
+	struct tend_key sym = tend_key_symbol(name);
+
+	return tend_fp_key(&sym);
+}
+
+int
+tend_engine_register_root(struct tend_engine *eng, const char *name,
+    struct tend_handler *handler, struct tend_provider **out)
+{
+	struct tend_fp id = root_id(name);
+	struct tend_key sym = tend_key_symbol(name);
+	struct tend_buf n = TEND_BUF_INIT;
+
+	if (tend_registry_get(&eng->reg, &id)) {
+		handler->ops->destroy(handler);
+		return tend_error_set(TEND_EEXISTS,
+		    "a root provider named %s is registered already", name);
+	}
+	struct tend_provider *p = tend_xcalloc(1, sizeof *p);
+	p->id = id;
+	p->eng = eng;
+	p->root = true;
+	p->handler = handler;
+	p->name_key = (struct tend_buf)TEND_BUF_INIT;
+	tend_key_encode(&p->name_key, &sym);
+	tend_buf_printf(&n, "@%s", name);
+	p->name = tend_buf_detach(&n, NULL);
+	tend_registry_put(&eng->reg, p);
+	if (out)
+		*out = p;
+	return 0;
+}
+
+struct tend_provider *
+tend_engine_root(struct tend_engine *eng, const char *name)
+{
+	struct tend_fp id = root_id(name);
+	struct tend_provider *p = tend_registry_get(&eng->reg, &id);
+
+	return p && p->root ? p : NULL;
+}
+
+void
+tend_engine_set_resource(struct tend_engine *eng, const char *name,
+    void *resource)
+{
+	for (size_t i = 0; i < eng->nres; i++) {
+		if (strcmp(eng->res[i].name, name) == 0) {
+			eng->res[i].ptr = resource;
+			return;
+		}
+	}
+	eng->res = tend_xrealloc(eng->res, (eng->nres + 1) * sizeof *eng->res);
+	eng->res[eng->nres].name = tend_xstrdup(name);
+	eng->res[eng->nres].ptr = resource;
+	eng->nres++;
+}
+
+void
+tend_engine_subscribe(struct tend_engine *eng, unsigned mask, tend_event_fn *fn,
+    void *arg)
+{
+	eng->subs = tend_xrealloc(eng->subs,
+	    (eng->nsubs + 1) * sizeof *eng->subs);
+	eng->subs[eng->nsubs].mask = mask;
+	eng->subs[eng->nsubs].fn = fn;
+	eng->subs[eng->nsubs].arg = arg;
+	eng->nsubs++;
+}
+
+/* ---- preview undo log ---- */
+
+void
+tend_pass_save_provider(struct pass *pass, struct tend_provider *p)
+{
+	if (!pass->preview || p->undo_pass == pass->id)
+		return;
+	p->undo_pass = pass->id;
+	if (pass->nundo == pass->cundo) {
+		pass->cundo = pass->cundo ? pass->cundo * 2 : 8;
+		pass->undo = tend_xrealloc(pass->undo,
+		    pass->cundo * sizeof *pass->undo);
+	}
+	pass->undo[pass->nundo++] = (struct undo){
+		.prov = p,
+		.handler = p->handler,
+		.gen_id = p->gen_id,
+		.gen_schema = p->gen_schema,
+	};
+	/* the saved handler must survive tend_provider_resolve() */
+	p->handler = NULL;
+}
+
+static void
+undo_preview(struct tend_engine *eng, struct pass *pass)
+{
+	for (size_t i = pass->nundo; i-- > 0;) {
+		struct undo *u = &pass->undo[i];
+		struct tend_provider *p = u->prov;
+
+		if (p->preview_new) {
+			tend_provider_unregister(eng, p);
+			continue;
+		}
+		tend_provider_resolve(p, u->handler);
+		p->gen_id = u->gen_id;
+		p->gen_schema = u->gen_schema;
+		for (size_t j = 0; j < p->natt; j++) {
+			p->att[j].prov->gen_id = u->gen_id;
+			p->att[j].prov->gen_schema = u->gen_schema;
+		}
+	}
+	free(pass->undo);
+	pass->undo = NULL;
+	pass->nundo = pass->cundo = 0;
+}
+
+/* ---- components ---- */
+
+static void
+display_append(struct tend_buf *b, const struct tend_key *path, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		tend_buf_putc(b, '/');
+		if (path[i].kind == TEND_KEY_STR)
+			tend_buf_put(b, path[i].u.s.ptr, path[i].u.s.len);
+		else
+			tend_key_format(b, &path[i]);
+	}
+}
+
+static struct tend_comp *
+comp_new(struct tend_engine *eng, struct pass *pass, struct tend_comp *parent,
+    const uint8_t *ppath, size_t pplen, const char *pdisplay,
+    const struct tend_key *path, size_t npath)
+{
+	struct tend_comp *c = tend_xcalloc(1, sizeof *c);
+	struct tend_buf disp = TEND_BUF_INIT;
+
+	c->eng = eng;
+	c->pass = pass;
+	c->parent = parent;
+	c->path = (struct tend_buf)TEND_BUF_INIT;
+	tend_buf_put(&c->path, ppath, pplen);
+	for (size_t i = 0; i < npath; i++)
+		tend_key_encode(&c->path, &path[i]);
+	c->cid = tend_fp_bytes(c->path.ptr, c->path.len);
+	tend_buf_puts(&disp, pdisplay);
+	display_append(&disp, path, npath);
+	c->display = tend_buf_detach(&disp, NULL);
+	c->app = pass->app;
+	if (parent) {
+		c->has_parent = true;
+		c->parent_cid = parent->cid;
+		c->processor = parent->processor;
+	}
+	return c;
+}
+
+static void
+comp_free(struct tend_comp *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->nplans; i++) {
+		free(c->plans[i].error);
+		if (c->plans[i].child)
+			c->plans[i].child->ops->destroy(c->plans[i].child);
+	}
+	free(c->plans);
+	free(c->decls);
+	free(c->children);
+	free(c->deps);
+	free(c->gc);
+	free(c->error);
+	free(c->display);
+	tend_buf_release(&c->path);
+	tend_arena_finish(&c->arena);
+	free(c);
+}
+
+struct tend_engine *
+tend_comp_engine(struct tend_comp *c)
+{
+	return c->eng;
+}
+
+const char *
+tend_comp_path(struct tend_comp *c)
+{
+	return c->display;
+}
+
+bool
+tend_comp_full(struct tend_comp *c)
+{
+	return c->pass->full;
+}
+
+bool
+tend_provider_ready(const struct tend_provider *p)
+{
+	return p && p->handler != NULL;
+}
+
+static struct tend_fp
+ts_id(const struct tend_provider *p, const struct tend_key *key)
+{
+	struct tend_fp kfp = tend_fp_key(key);
+
+	return tend_fp_combine(&p->id, &kfp);
+}
+
+static void
+add_dep(struct tend_comp *c, struct tend_provider *p)
+{
+	if (p->root)
+		return;
+	for (size_t i = 0; i < c->ndeps; i++)
+		if (tend_fp_equal(&c->deps[i].id, &p->id))
+			return;
+	if (c->ndeps == c->cdeps) {
+		c->cdeps = c->cdeps ? c->cdeps * 2 : 4;
+		c->deps = tend_xrealloc(c->deps, c->cdeps * sizeof *c->deps);
+	}
+	c->deps[c->ndeps++] = (struct dep){p->id, p->gen_id, p->gen_schema};
+}
+
+static int
+declare(struct tend_comp *c, struct tend_provider *p,
+    const struct tend_key *key, const void *value, size_t len,
+    struct tend_provider **child_out)
+{
+	struct tend_buf enc = TEND_BUF_INIT;
+
+	if (c->mode != MODE_BUILD)
+		return tend_error_set(TEND_EINVALID,
+		    "declare: component %s is being deleted", c->display);
+	if (!p->handler)
+		return tend_error_set(TEND_EINVALID,
+		    "declare %s: provider %s is not ready (its container has "
+		    "not been applied; declare it with tend_mount_target)",
+		    c->display, p->name);
+	if (c->ndecls == c->cdecls) {
+		c->cdecls = c->cdecls ? c->cdecls * 2 : 8;
+		c->decls = tend_xrealloc(c->decls, c->cdecls * sizeof *c->decls);
+	}
+	struct decl *d = &c->decls[c->ndecls];
+	memset(d, 0, sizeof *d);
+	tend_key_encode(&enc, key);
+	d->kenc = tend_arena_memdup(&c->arena, enc.ptr, enc.len);
+	d->kenc_len = enc.len;
+	tend_buf_release(&enc);
+	/* the key handed to reconcile must outlive the caller's */
+	if (tend_key_decode(&d->key, d->kenc, d->kenc_len, NULL, &c->arena))
+		return TEND_EINVALID;
+	d->tsid = ts_id(p, key);
+	d->prov = p;
+	d->value = tend_arena_memdup(&c->arena, value, len);
+	d->vlen = len;
+	c->ndecls++;
+	c->decls_sorted = false;
+	add_dep(c, p);
+	if (child_out) {
+		struct tend_provider *cp = tend_registry_get(&c->eng->reg,
+		    &d->tsid);
+
+		if (!cp) {
+			struct tend_buf name = TEND_BUF_INIT;
+
+			cp = tend_xcalloc(1, sizeof *cp);
+			cp->id = d->tsid;
+			cp->eng = c->eng;
+			cp->name_key = (struct tend_buf)TEND_BUF_INIT;
+			cp->name_parent = p->id;
+			tend_buf_puts(&name, p->name);
+			tend_buf_putc(&name, '/');
+			tend_key_format(&name, key);
+			cp->name = tend_buf_detach(&name, NULL);
+			tend_registry_put(&c->eng->reg, cp);
+			if (c->pass->preview) {
+				tend_pass_save_provider(c->pass, cp);
+				cp->preview_new = true;
+			}
+		}
+		d->child = cp;
+		*child_out = cp;
+	}
+	return 0;
+}
+
+int
+tend_declare(struct tend_comp *c, struct tend_provider *p,
+    const struct tend_key *key, const void *value, size_t len)
+{
+	return declare(c, p, key, value, len, NULL);
+}
+
+int
+tend_declare_container(struct tend_comp *c, struct tend_provider *p,
+    const struct tend_key *key, const void *value, size_t len,
+    struct tend_provider **child_out)
+{
+	struct tend_provider *tmp;
+
+	return declare(c, p, key, value, len, child_out ? child_out : &tmp);
+}
+
+int
+tend_provider_attachment(struct tend_provider *p, const char *type,
+    struct tend_provider **out)
+{
+	*out = NULL;
+	if (!p->handler)
+		return tend_error_set(TEND_EINVALID,
+		    "attachment %s: provider %s is not resolved", type, p->name);
+	for (size_t i = 0; i < p->natt; i++) {
+		if (strcmp(p->att[i].type, type) == 0 && p->att[i].prov->handler) {
+			*out = p->att[i].prov;
+			return 0;
+		}
+	}
+	return tend_error_set(TEND_ENOTFOUND,
+	    "%s does not support attachment type %s", p->name, type);
+}
+
+/* ---- batches ---- */
+
+static int
+cmp_decl(const void *a, const void *b)
+{
+	return cmp_fp(&((const struct decl *)a)->tsid,
+	    &((const struct decl *)b)->tsid);
+}
+
+static void
+enqueue(struct pass *pass, struct tend_comp *c)
+{
+	if (pass->nqueue == pass->cqueue) {
+		pass->cqueue = pass->cqueue ? pass->cqueue * 2 : 64;
+		pass->queue = tend_xrealloc(pass->queue,
+		    pass->cqueue * sizeof *pass->queue);
+	}
+	pass->queue[pass->nqueue++] = c;
+}
+
+struct batch {
+	struct tend_comp **comps;
+	size_t n;
+};
+
+static int
+precommit_body(struct tend_txn *txn, void *arg)
+{
+	struct batch *b = arg;
+
+	for (size_t i = 0; i < b->n; i++) {
+		int rc = tend_precommit_comp(txn, b->comps[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int
+commit_body(struct tend_txn *txn, void *arg)
+{
+	struct batch *b = arg;
+
+	for (size_t i = 0; i < b->n; i++) {
+		int rc = tend_commit_comp(txn, b->comps[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void
+plan_event(struct tend_engine *eng, struct tend_comp *c, struct plan *p,
+    enum tend_event_kind kind)
+{
+	struct tend_buf key = TEND_BUF_INIT;
+	struct tend_event ev = {
+		.kind = kind,
+		.pass = c->pass->id,
+		.app = c->app,
+		.component = c->display,
+		.provider = p->prov ? p->prov->name : "",
+		.op = p->op,
+		.invalidation = (int)p->inval,
+		.nprev = p->nprev,
+		.prev_may_be_missing = p->missing,
+		.status = p->status,
+		.error = p->error ? p->error : "",
+		.preview = c->pass->preview,
+	};
+
+	tend_key_format(&key, &p->key);
+	ev.key = key.ptr;
+	emit(eng, &ev);
+	tend_buf_release(&key);
+}
+
+struct sinkgroup {
+	struct tend_sink *sink;
+	struct plan **plans;
+	size_t n, cap;
+};
+
+/* Group the batch's actions by sink (first appearance order); inside a
+ * group, each component's creates and updates come before its deletes. */
+static void
+run_sinks(struct tend_engine *eng, struct batch *b)
+{
+	struct sinkgroup *g = NULL;
+	size_t ng = 0;
+
+	for (int deletes = 0; deletes < 2; deletes++) {
+		for (size_t i = 0; i < b->n; i++) {
+			struct tend_comp *c = b->comps[i];
+
+			for (size_t j = 0; j < c->nplans; j++) {
+				struct plan *p = &c->plans[j];
+				size_t k;
+
+				if (p->kind != PLAN_ACTION ||
+				    p->is_delete != (deletes == 1))
+					continue;
+				for (k = 0; k < ng; k++)
+					if (g[k].sink == p->sink)
+						break;
+				if (k == ng) {
+					g = tend_xrealloc(g,
+					    (ng + 1) * sizeof *g);
+					memset(&g[ng], 0, sizeof *g);
+					g[ng++].sink = p->sink;
+				}
+				if (g[k].n == g[k].cap) {
+					g[k].cap = g[k].cap ? g[k].cap * 2 : 16;
+					g[k].plans = tend_xrealloc(g[k].plans,
+					    g[k].cap * sizeof *g[k].plans);
+				}
+				g[k].plans[g[k].n++] = p;
+			}
+		}
+	}
+	for (size_t k = 0; k < ng; k++) {
+		void **actions = tend_xcalloc(g[k].n, sizeof *actions);
+		struct tend_apply_result *res =
+		    tend_xcalloc(g[k].n, sizeof *res);
+
+		for (size_t j = 0; j < g[k].n; j++)
+			actions[j] = g[k].plans[j]->action;
+		g[k].sink->apply(g[k].sink, &eng->ctx, actions, g[k].n, res);
+		for (size_t j = 0; j < g[k].n; j++) {
+			struct plan *p = g[k].plans[j];
+
+			p->status = res[j].status;
+			p->error = res[j].error;
+			p->child = res[j].child;
+			p->applied = true;
+			if (p->status && !p->error)
+				p->error = tend_xstrdup("sink failed");
+		}
+		free(actions);
+		free(res);
+		free(g[k].plans);
+	}
+	free(g);
+}
+
+/* After T2: resolve child providers, forget deleted containers. */
+static void
+fulfil(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
+{
+	for (size_t i = 0; i < c->nplans; i++) {
+		struct plan *p = &c->plans[i];
+
+		if (p->kind != PLAN_ACTION || !p->item.container)
+			continue;
+		struct tend_provider *cp = p->decl ? p->decl->child
+			: tend_registry_get(&eng->reg, &p->tsid);
+		if (!cp)
+			continue;
+		if (p->status != 0) {
+			if (p->child) {
+				p->child->ops->destroy(p->child);
+				p->child = NULL;
+			}
+			continue;
+		}
+		if (p->is_delete) {
+			if (p->child) {
+				p->child->ops->destroy(p->child);
+				p->child = NULL;
+			}
+			if (!pass->preview)
+				tend_provider_unregister(eng, cp);
+			continue;
+		}
+		tend_pass_save_provider(pass, cp);
+		cp->gen_id = p->item.gen_id;
+		cp->gen_schema = p->item.gen_schema;
+		if (!p->child) {
+			/* the engine resolves what it can, and says why not */
+			if (cp->handler == NULL || !pass->preview) {
+				p->status = TEND_ERROR;
+				free(p->error);
+				p->error = tend_xstrdup(
+				    "container sink returned no child handler");
+				c->any_failed = true;
+			}
+			continue;
+		}
+		tend_provider_resolve(cp, p->child);
+		p->child = NULL;
+	}
+}
+
+static void
+count_outcome(struct pass *pass, struct tend_comp *c)
+{
+	if (c->in_preflight)
+		return;
+	if (c->failed || c->any_failed) {
+		pass->stats.errors++;
+		pass->status = TEND_ERROR;
+		return;
+	}
+	if (c->mode == MODE_DELETE) {
+		if (c->done)
+			pass->stats.deleted++;
+		return;
+	}
+	if (c->existed)
+		pass->stats.reprocessed++;
+	else
+		pass->stats.added++;
+}
+
+static void
+defer(struct pass *pass, struct tend_comp *c)
+{
+	if (pass->ndeferred == pass->cdeferred) {
+		pass->cdeferred = pass->cdeferred ? pass->cdeferred * 2 : 8;
+		pass->deferred = tend_xrealloc(pass->deferred,
+		    pass->cdeferred * sizeof *pass->deferred);
+		pass->deferred_parent = tend_xrealloc(pass->deferred_parent,
+		    pass->cdeferred * sizeof *pass->deferred_parent);
+	}
+	pass->deferred[pass->ndeferred].cid = c->cid;
+	pass->deferred[pass->ndeferred].path =
+	    tend_xmemdup(c->path.ptr, c->path.len);
+	pass->deferred[pass->ndeferred].len = c->path.len;
+	pass->deferred_parent[pass->ndeferred] =
+	    c->has_parent ? c->parent_cid : (struct tend_fp){{0}};
+	pass->ndeferred++;
+}
+
+static struct tend_comp *
+delete_comp(struct tend_engine *eng, struct pass *pass,
+    const struct tend_fp *parent_cid, bool has_parent, const uint8_t *path,
+    size_t len)
+{
+	struct tend_comp *c = tend_xcalloc(1, sizeof *c);
+	struct tend_arena tmp = TEND_ARENA_INIT;
+	struct tend_buf disp = TEND_BUF_INIT;
+	size_t pos = 0;
+
+	c->eng = eng;
+	c->pass = pass;
+	c->mode = MODE_DELETE;
+	c->prev_ngc = SIZE_MAX;
+	c->path = (struct tend_buf)TEND_BUF_INIT;
+	tend_buf_put(&c->path, path, len);
+	c->cid = tend_fp_bytes(path, len);
+	c->has_parent = has_parent;
+	if (has_parent)
+		c->parent_cid = *parent_cid;
+	while (pos < len) {
+		struct tend_key k;
+		size_t used;
+
+		if (tend_key_decode(&k, path + pos, len - pos, &used, &tmp))
+			break;
+		tend_buf_putc(&disp, '/');
+		if (k.kind == TEND_KEY_STR)
+			tend_buf_put(&disp, k.u.s.ptr, k.u.s.len);
+		else
+			tend_key_format(&disp, &k);
+		pos += used;
+	}
+	tend_arena_finish(&tmp);
+	c->display = tend_buf_detach(&disp, NULL);
+	c->app = pass->app;
+	return c;
+}
+
+static void
+component_error_event(struct tend_engine *eng, struct tend_comp *c)
+{
+	struct tend_event ev = {
+		.kind = TEND_EV_COMPONENT_ERROR,
+		.pass = c->pass->id,
+		.app = c->app,
+		.component = c->display,
+		.error = c->error ? c->error : "failed",
+		.status = TEND_ERROR,
+		.preview = c->pass->preview,
+	};
+
+	emit(eng, &ev);
+}
+
+/* Sort a component's declarations by tsid (the store's order) and reject
+ * a target state declared twice in one component. */
+static void
+prepare_decls(struct tend_comp *c)
+{
+	if (c->ndecls > 1 && !c->decls_sorted)
+		qsort(c->decls, c->ndecls, sizeof *c->decls, cmp_decl);
+	c->decls_sorted = true;
+	for (size_t j = 1; j < c->ndecls && !c->failed; j++) {
+		if (!tend_fp_equal(&c->decls[j - 1].tsid, &c->decls[j].tsid))
+			continue;
+		struct tend_buf k = TEND_BUF_INIT;
+
+		tend_buf_printf(&k, "%s: target state ",
+		    c->decls[j].prov->name);
+		tend_key_format(&k, &c->decls[j].key);
+		tend_buf_puts(&k, " already declared in this component");
+		c->failed = true;
+		free(c->error);
+		c->error = tend_buf_detach(&k, NULL);
+	}
+}
+
+/* Queue the deletion of the children a committed component tombstoned,
+ * and the revisit of a deleted component whose children must go first. */
+static void
+schedule_gc(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
+{
+	for (size_t j = 0; j < c->ngc; j++) {
+		struct child_ref *g = &c->gc[j];
+		struct tend_comp *d = delete_comp(eng, pass, &c->cid, true,
+		    g->path, g->len);
+
+		/* pre-flight (§2.5): mounted again meanwhile, keep it */
+		if (tend_cidset_has(&pass->built, &g->cid))
+			d->in_preflight = true;
+		enqueue(pass, d);
+	}
+	if (c->mode != MODE_DELETE || c->done || c->failed || c->any_failed)
+		return;
+	if (c->ndeferred) {
+		defer(pass, c);
+		return;
+	}
+	if (c->ngc && c->ngc < c->prev_ngc) {
+		struct tend_comp *d = delete_comp(eng, pass, &c->parent_cid,
+		    c->has_parent, (const uint8_t *)c->path.ptr, c->path.len);
+
+		d->prev_ngc = c->ngc;
+		enqueue(pass, d);
+	} else if (c->ngc) {
+		/* no progress: the tombstones stay for the next pass */
+		pass->status = TEND_ERROR;
+	}
+}
+
+static int
+process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
+{
+	int rc;
+
+	for (size_t i = 0; i < b->n; i++)
+		prepare_decls(b->comps[i]);
+	if ((rc = tend_store_write(eng->st, precommit_body, b)))
+		return rc;
+	for (size_t i = 0; i < b->n; i++) {
+		struct tend_comp *c = b->comps[i];
+
+		if (c->failed && !c->in_preflight &&
+		    wants(eng, TEND_EV_COMPONENT_ERROR))
+			component_error_event(eng, c);
+		for (size_t j = 0; j < c->nplans; j++) {
+			struct plan *p = &c->plans[j];
+
+			if (p->kind != PLAN_ACTION)
+				continue;
+			pass->stats.planned++;
+			if (wants(eng, TEND_EV_ACTION_PLANNED))
+				plan_event(eng, c, p, TEND_EV_ACTION_PLANNED);
+			if (!pass->preview)
+				continue;
+			/* preview: pretend it applied; look inside new
+			 * containers through preview_child (no I/O) */
+			p->applied = true;
+			struct tend_provider *pp = p->prov;
+			if (p->item.container && !p->is_delete && pp &&
+			    pp->handler && pp->handler->ops->preview_child)
+				p->child = pp->handler->ops->preview_child(
+				    pp->handler, &p->key,
+				    p->decl ? p->decl->value : NULL,
+				    p->decl ? p->decl->vlen : 0);
+		}
+	}
+	if (!pass->preview)
+		run_sinks(eng, b);
+	if ((rc = tend_store_write(eng->st, commit_body, b)))
+		return rc;
+	for (size_t i = 0; i < b->n; i++) {
+		struct tend_comp *c = b->comps[i];
+
+		fulfil(eng, pass, c);
+		for (size_t j = 0; j < c->nplans; j++) {
+			struct plan *p = &c->plans[j];
+
+			if (p->kind != PLAN_ACTION || pass->preview)
+				continue;
+			if (p->status == 0)
+				pass->stats.applied++;
+			else
+				pass->stats.failed++;
+			enum tend_event_kind k = p->status == 0
+				? TEND_EV_ACTION_APPLIED
+				: TEND_EV_ACTION_FAILED;
+			if (wants(eng, k))
+				plan_event(eng, c, p, k);
+		}
+		count_outcome(pass, c);
+		if (c->mode == MODE_BUILD)
+			pass->stats.deferred += c->ndeferred;
+		if (c->status_out)
+			*c->status_out = c->failed || c->any_failed
+				? TEND_ERROR : 0;
+		if (c->mode == MODE_DELETE && !c->has_parent && c->done)
+			pass->root_done = true;
+		schedule_gc(eng, pass, c);
+	}
+	return 0;
+}
+
+static int
+flush(struct tend_engine *eng, struct pass *pass)
+{
+	while (pass->nqueue) {
+		struct batch b;
+		size_t n = pass->nqueue;
+		int rc;
+
+		if (n > eng->batch)
+			n = eng->batch;
+		b.comps = tend_xmalloc(n * sizeof *b.comps);
+		memcpy(b.comps, pass->queue, n * sizeof *b.comps);
+		b.n = n;
+		memmove(pass->queue, pass->queue + n,
+		    (pass->nqueue - n) * sizeof *pass->queue);
+		pass->nqueue -= n;
+		rc = process_batch(eng, pass, &b);
+		for (size_t i = 0; i < b.n; i++)
+			comp_free(b.comps[i]);
+		free(b.comps);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Deletes that waited for a provider (a container's own deletion, say)
+ * are retried while they make progress. */
+static int
+retry_deferred(struct tend_engine *eng, struct pass *pass)
+{
+	while (pass->ndeferred) {
+		size_t n = pass->ndeferred;
+		struct child_ref *list = pass->deferred;
+		struct tend_fp *parents = pass->deferred_parent;
+		int rc;
+
+		pass->deferred = NULL;
+		pass->deferred_parent = NULL;
+		pass->ndeferred = pass->cdeferred = 0;
+		for (size_t i = 0; i < n; i++) {
+			bool has_parent = !tend_fp_is_zero(&parents[i]);
+
+			enqueue(pass, delete_comp(eng, pass, &parents[i],
+			    has_parent, list[i].path, list[i].len));
+			free((void *)list[i].path);
+		}
+		free(list);
+		free(parents);
+		if ((rc = flush(eng, pass)))
+			return rc;
+		if (pass->ndeferred >= n)
+			break;
+	}
+	pass->stats.deferred += pass->ndeferred;
+	if (pass->ndeferred && pass->dropping)
+		pass->status = TEND_ERROR;
+	for (size_t i = 0; i < pass->ndeferred; i++)
+		free((void *)pass->deferred[i].path);
+	free(pass->deferred);
+	free(pass->deferred_parent);
+	pass->deferred = NULL;
+	pass->deferred_parent = NULL;
+	pass->ndeferred = pass->cdeferred = 0;
+	return 0;
+}
+
+/* ---- mounting ---- */
+
+static bool
+memo_valid(struct tend_engine *eng, const struct tend_bytes *v,
+    const struct tend_mount_opts *o)
+{
+	const uint8_t *p = v->data;
+
+	if (v->len < 37 || p[0] != 1 || memcmp(p + 1, o->input_fp.b, 16) ||
+	    memcmp(p + 17, o->logic_fp.b, 16))
+		return false;
+	uint32_t n = (uint32_t)p[33] | (uint32_t)p[34] << 8 |
+	    (uint32_t)p[35] << 16 | (uint32_t)p[36] << 24;
+	if (v->len != 37 + (size_t)n * 32)
+		return false;
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *d = p + 37 + (size_t)i * 32;
+		struct tend_fp id;
+		uint64_t gid = 0, gs = 0;
+
+		memcpy(id.b, d, 16);
+		for (int k = 0; k < 8; k++) {
+			gid |= (uint64_t)d[16 + k] << (8 * k);
+			gs |= (uint64_t)d[24 + k] << (8 * k);
+		}
+		struct tend_provider *prov = tend_registry_get(&eng->reg, &id);
+		/* R25: an absent provider is not a mismatch */
+		if (prov && prov->handler &&
+		    (prov->gen_id != gid || prov->gen_schema != gs))
+			return false;
+	}
+	return true;
+}
+
+static void
+add_child(struct tend_comp *parent, struct tend_comp *c)
+{
+	if (parent->nchildren == parent->cchildren) {
+		parent->cchildren = parent->cchildren ? parent->cchildren * 2
+						      : 8;
+		parent->children = tend_xrealloc(parent->children,
+		    parent->cchildren * sizeof *parent->children);
+	}
+	parent->children[parent->nchildren].cid = c->cid;
+	parent->children[parent->nchildren].path = NULL;
+	parent->children[parent->nchildren].len = 0;
+	parent->nchildren++;
+}
+
+static int
+mount_common(struct tend_comp *parent, const struct tend_key *path,
+    size_t npath, tend_comp_fn *fn, void *arg,
+    const struct tend_mount_opts *opts, bool use)
+{
+	struct tend_engine *eng = parent->eng;
+	struct pass *pass = parent->pass;
+	struct tend_comp *c;
+	int status = 0, rc;
+
+	if (parent->mode != MODE_BUILD)
+		return tend_error_set(TEND_EINVALID, "mount: not building");
+	c = comp_new(eng, pass, parent, (const uint8_t *)parent->path.ptr,
+	    parent->path.len, parent->display, path, npath);
+	if (tend_cidset_has(&pass->built, &c->cid)) {
+		rc = tend_error_set(TEND_EEXISTS,
+		    "component %s mounted twice in one pass", c->display);
+		comp_free(c);
+		return rc;
+	}
+	add_child(parent, c);
+	cidset_add(&pass->built, &c->cid);
+	if (opts) {
+		c->mopts = *opts;
+		if (opts->processor)
+			c->processor = opts->processor;
+		c->memoize = opts->memo;
+	}
+	c->status_out = &status;
+	if (c->memoize) {
+		struct tend_txn *txn = NULL;
+		struct tend_bytes v;
+
+		if ((rc = tend_store_read_begin(eng->st, &txn))) {
+			comp_free(c);
+			return rc;
+		}
+		rc = tend_store_get(txn, TEND_T_MEMO, c->cid.b, 16, &v);
+		if (rc == 0 && !pass->full && memo_valid(eng, &v, &c->mopts)) {
+			tend_store_read_end(txn);
+			pass->stats.unchanged++;
+			comp_free(c);
+			return 0;
+		}
+		/* R18: a memo that cannot be reused goes before the body */
+		c->memo_delete = rc == 0;
+		tend_store_read_end(txn);
+	}
+	tend_error_clear();
+	rc = fn(c, arg);
+	if (rc) {
+		c->failed = true;
+		c->error = tend_xstrdup(tend_error_last()[0] ? tend_error_last()
+							    : "failed");
+		parent->child_failed = true;
+		status = rc;
+	}
+	char *display = use ? tend_xstrdup(c->display) : NULL;
+
+	enqueue(pass, c); /* c belongs to the queue now */
+	if (use || pass->nqueue >= eng->batch) {
+		int frc = flush(eng, pass);
+
+		if (frc) {
+			free(display);
+			return frc;
+		}
+	}
+	if (use && status && !rc)
+		tend_error_set(TEND_ERROR, "component %s: an action failed",
+		    display);
+	free(display);
+	return use ? status : 0;
+}
+
+int
+tend_mount(struct tend_comp *c, const struct tend_key *path, size_t npath,
+    tend_comp_fn *fn, void *arg, const struct tend_mount_opts *opts)
+{
+	return mount_common(c, path, npath, fn, arg, opts, false);
+}
+
+int
+tend_use_mount(struct tend_comp *c, const struct tend_key *path, size_t npath,
+    tend_comp_fn *fn, void *arg, const struct tend_mount_opts *opts)
+{
+	return mount_common(c, path, npath, fn, arg, opts, true);
+}
+
+struct mt_arg {
+	struct tend_provider *prov;
+	const struct tend_key *key;
+	const void *value;
+	size_t len;
+	struct tend_provider *child;
+};
+
+static int
+mt_body(struct tend_comp *c, void *arg)
+{
+	struct mt_arg *a = arg;
+
+	return tend_declare_container(c, a->prov, a->key, a->value, a->len,
+	    &a->child);
+}
+
+int
+tend_mount_target(struct tend_comp *c, struct tend_provider *p,
+    const struct tend_key *key, const void *value, size_t len,
+    struct tend_provider **child_out)
+{
+	struct mt_arg a = {p, key, value, len, NULL};
+	struct tend_key parts[2] = {tend_key_str(p->name), *key};
+	struct tend_key path[2] = {tend_key_symbol("tend/mount_target"),
+	    tend_key_tuple(parts, 2)};
+	struct tend_mount_opts o = {.processor = "mount_target"};
+	int rc;
+
+	*child_out = NULL;
+	rc = tend_use_mount(c, path, 2, mt_body, &a, &o);
+	if (rc)
+		return rc;
+	if (!a.child || !a.child->handler)
+		return tend_error_set(TEND_ERROR,
+		    "container %s/%s could not be applied", p->name,
+		    "target");
+	*child_out = a.child;
+	return 0;
+}
+
+/* ---- passes ---- */
+
+static void
+pass_init(struct tend_engine *eng, struct pass *pass, const char *app,
+    const struct tend_pass_opts *opts)
+{
+	memset(pass, 0, sizeof *pass);
+	pass->id = ++eng->npass;
+	pass->app = app;
+	pass->full = opts && opts->full;
+	pass->preview = opts && opts->preview;
+	eng->pass = pass;
+}
+
+static int
+pass_begin(struct tend_engine *eng, struct pass *pass)
+{
+	int rc = 0;
+
+	if (pass->preview)
+		rc = tend_store_hold_begin(eng->st);
+	if (wants(eng, TEND_EV_PASS_STARTED)) {
+		struct tend_event ev = {.kind = TEND_EV_PASS_STARTED,
+		    .pass = pass->id, .app = pass->app,
+		    .preview = pass->preview};
+		emit(eng, &ev);
+	}
+	return rc;
+}
+
+static int
+pass_end(struct tend_engine *eng, struct pass *pass, int rc,
+    struct tend_stats *stats_out)
+{
+	if (rc == 0)
+		rc = retry_deferred(eng, pass);
+	/* a store failure leaves components queued: nothing of theirs ran */
+	for (size_t i = 0; i < pass->nqueue; i++)
+		comp_free(pass->queue[i]);
+	free(pass->queue);
+	for (size_t i = 0; i < pass->ndeferred; i++)
+		free((void *)pass->deferred[i].path);
+	free(pass->deferred);
+	free(pass->deferred_parent);
+	free(pass->built.tab);
+	if (pass->preview) {
+		undo_preview(eng, pass);
+		tend_store_hold_abort(eng->st);
+	}
+	if (stats_out)
+		*stats_out = pass->stats;
+	if (wants(eng, TEND_EV_PASS_FINISHED)) {
+		struct tend_event ev = {.kind = TEND_EV_PASS_FINISHED,
+		    .pass = pass->id, .app = pass->app, .stats = &pass->stats,
+		    .status = rc ? rc : pass->status,
+		    .preview = pass->preview};
+		emit(eng, &ev);
+	}
+	eng->pass = NULL;
+	tend_registry_reap(eng);
+	if (rc)
+		return rc;
+	if (pass->status)
+		return tend_error_set(TEND_ERROR,
+		    "%llu component(s) and %llu action(s) failed",
+		    (unsigned long long)pass->stats.errors,
+		    (unsigned long long)pass->stats.failed);
+	return 0;
+}
+
+static struct tend_comp *
+root_comp(struct tend_engine *eng, struct pass *pass, const char *app)
+{
+	struct tend_key k = tend_key_str(app);
+	struct tend_comp *root = comp_new(eng, pass, NULL, NULL, 0, "", &k, 1);
+
+	root->processor = "root";
+	cidset_add(&pass->built, &root->cid);
+	return root;
+}
+
+int
+tend_engine_run(struct tend_engine *eng, const char *app, tend_comp_fn *fn,
+    void *arg, const struct tend_pass_opts *opts, struct tend_stats *stats_out)
+{
+	struct pass pass;
+	int rc;
+
+	assert(!eng->pass);
+	pass_init(eng, &pass, app, opts);
+	if ((rc = pass_begin(eng, &pass)))
+		return pass_end(eng, &pass, rc, stats_out);
+	struct tend_comp *root = root_comp(eng, &pass, app);
+	tend_error_clear();
+	if ((rc = fn(root, arg)) != 0) {
+		root->failed = true;
+		root->error = tend_xstrdup(
+		    tend_error_last()[0] ? tend_error_last() : "failed");
+	}
+	enqueue(&pass, root);
+	rc = flush(eng, &pass);
+	return pass_end(eng, &pass, rc, stats_out);
+}
+
+int
+tend_engine_run_one(struct tend_engine *eng, const char *app,
+    const struct tend_key *path, size_t npath, tend_comp_fn *fn, void *arg,
+    const struct tend_mount_opts *mopts, const struct tend_pass_opts *opts,
+    struct tend_stats *stats_out)
+{
+	struct pass pass;
+	int rc;
+
+	assert(!eng->pass);
+	pass_init(eng, &pass, app, opts);
+	if ((rc = pass_begin(eng, &pass)))
+		return pass_end(eng, &pass, rc, stats_out);
+	/* the root is the parent, but it is neither run nor committed */
+	struct tend_comp *root = root_comp(eng, &pass, app);
+	if (fn) {
+		rc = mount_common(root, path, npath, fn, arg, mopts, false);
+		if (rc == 0)
+			rc = flush(eng, &pass);
+	} else {
+		struct tend_comp *probe = comp_new(eng, &pass, root,
+		    (const uint8_t *)root->path.ptr, root->path.len, "", path,
+		    npath);
+
+		enqueue(&pass, delete_comp(eng, &pass, &root->cid, true,
+		    (const uint8_t *)probe->path.ptr, probe->path.len));
+		comp_free(probe);
+		rc = flush(eng, &pass);
+	}
+	comp_free(root);
+	return pass_end(eng, &pass, rc, stats_out);
+}
+
+int
+tend_engine_drop(struct tend_engine *eng, const char *app,
+    struct tend_stats *stats_out)
+{
+	struct tend_key k = tend_key_str(app);
+	struct tend_buf path = TEND_BUF_INIT;
+	struct pass pass;
+	int rc;
+
+	assert(!eng->pass);
+	pass_init(eng, &pass, app, NULL);
+	pass.dropping = true;
+	if ((rc = pass_begin(eng, &pass)))
+		return pass_end(eng, &pass, rc, stats_out);
+	tend_key_encode(&path, &k);
+	enqueue(&pass, delete_comp(eng, &pass, NULL, false,
+	    (const uint8_t *)path.ptr, path.len));
+	tend_buf_release(&path);
+	rc = flush(eng, &pass);
+	if (rc == 0 && !pass.root_done && pass.status == 0)
+		pass.status = TEND_ERROR;
+	return pass_end(eng, &pass, rc, stats_out);
+}

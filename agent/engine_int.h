@@ -1,0 +1,276 @@
+/*
+ * engine_int.h - the engine's private structures, shared by engine.c
+ * (passes, batches, sinks), reconcile.c (pre-commit and commit bodies) and
+ * registry.c (providers).
+ *
+ * Identities:
+ *   cid   component id  = XXH3-128 of the encoded component path
+ *   tsid  target state  = combine(provider id, fp(key)); a container's
+ *                         child provider has the container's tsid as id
+ *   pid   provider generation id of a target state's parent provider
+ *         (0 for root providers); a destructive change gives a new one
+ *
+ * Store rows (see store.h): ITEM cid.tsid.pid -> item, OWNER tsid -> cid,
+ * CEX / TOMB parent-cid.child-cid -> child path, MEMO cid, COMP cid,
+ * NAME tsid -> parent id + key (for readable paths).
+ */
+#ifndef TEND_ENGINE_INT_H
+#define TEND_ENGINE_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store.h"
+#include "tend/arena.h"
+#include "tend/buf.h"
+#include "tend/engine.h"
+#include "tend/events.h"
+#include "tend/fingerprint.h"
+
+struct pass;
+
+/* ---- providers (registry.c) ---- */
+
+struct attach {
+	char *type;
+	struct tend_provider *prov;
+};
+
+struct tend_provider {
+	struct tend_fp id;
+	struct tend_engine *eng;
+	char *name;  /* readable: "@tend/dir/(\"out\")" */
+	bool root;
+	bool attachment;
+	struct tend_handler *handler; /* NULL: pending */
+	uint64_t gen_id, gen_schema;  /* roots: 0, 0 */
+	/* NAME row for this provider: parent id and encoded key */
+	struct tend_fp name_parent;
+	struct tend_buf name_key;
+	struct attach *att;
+	size_t natt;
+	struct tend_provider *hnext; /* registry hash chain */
+	struct tend_provider *parent_container; /* for attachments */
+	uint64_t undo_pass;	     /* preview: saved in this pass */
+	bool preview_new;	     /* preview: created in the preview */
+};
+
+struct registry {
+	struct tend_provider **tab;
+	size_t size, n;
+};
+
+void tend_registry_init(struct registry *r);
+void tend_registry_finish(struct registry *r);
+struct tend_provider *tend_registry_get(struct registry *r,
+    const struct tend_fp *id);
+void tend_registry_put(struct registry *r, struct tend_provider *p);
+void tend_registry_remove(struct registry *r, struct tend_provider *p);
+void tend_provider_free(struct tend_provider *p);
+/* Install a handler on a resolved child provider and (re)build its
+ * attachment providers. Takes ownership of `h`. */
+void tend_provider_resolve(struct tend_provider *p, struct tend_handler *h);
+/* Forget a container's child provider and its attachments (freed by
+ * tend_registry_reap once no component can point at them). */
+void tend_provider_unregister(struct tend_engine *eng,
+    struct tend_provider *p);
+void tend_registry_reap(struct tend_engine *eng);
+
+/* ---- components ---- */
+
+enum comp_mode { MODE_BUILD, MODE_DELETE };
+
+struct decl {
+	struct tend_fp tsid;
+	struct tend_provider *prov;
+	struct tend_key key;
+	const uint8_t *kenc;
+	size_t kenc_len;
+	const void *value;
+	size_t vlen;
+	struct tend_provider *child; /* containers */
+};
+
+struct child_ref {
+	struct tend_fp cid;
+	const uint8_t *path;
+	size_t len;
+};
+
+struct dep {
+	struct tend_fp id;
+	uint64_t gen_id, gen_schema;
+};
+
+struct state {
+	uint64_t version;
+	bool deleted;
+	const uint8_t *rec;
+	size_t len;
+};
+
+struct item {
+	bool container;
+	struct tend_fp parent; /* parent provider id */
+	uint64_t schema;
+	uint64_t gen_id, gen_schema;
+	const uint8_t *key;
+	size_t keylen;
+	struct state *states;
+	size_t nstates;
+};
+
+enum plan_kind {
+	PLAN_ACTION, /* an action for a sink; item rewritten */
+	PLAN_DROP,   /* stale or provider gone: forget without action */
+	PLAN_SCHEMA, /* no action, but the parent schema moved on */
+	PLAN_MOVE,   /* taken over from another owner, no action */
+};
+
+struct plan {
+	enum plan_kind kind;
+	struct tend_fp tsid;
+	uint64_t pid;
+	struct item item; /* state after pre-commit */
+	struct decl *decl; /* NULL in phase 2 */
+	struct tend_provider *prov;
+	bool declared; /* the tsid is declared in this component */
+	bool preempted;
+	struct tend_fp prev_owner;
+	bool claim;    /* write the owner row */
+	bool new_item; /* write NAME rows */
+	/* action */
+	void *action;
+	struct tend_sink *sink;
+	bool is_delete;
+	enum tend_op op;
+	enum tend_invalidation inval;
+	unsigned nprev;
+	bool missing;
+	struct tend_key key;
+	/* results */
+	int status;
+	char *error;
+	struct tend_handler *child;
+	bool applied;
+};
+
+struct tend_comp {
+	struct tend_engine *eng;
+	struct pass *pass;
+	struct tend_comp *parent;
+	struct tend_arena arena;
+	struct tend_buf path; /* encoded keys, no terminator */
+	struct tend_fp cid;
+	struct tend_fp parent_cid;
+	bool has_parent;
+	char *display;
+	const char *app;
+	const char *processor;
+	enum comp_mode mode;
+	struct tend_mount_opts mopts;
+	bool memoize;
+	bool memo_delete;
+	bool failed;	    /* the body failed */
+	bool child_failed;  /* a mounted child failed */
+	bool in_preflight;  /* delete: skip, re-mounted meanwhile */
+	char *error;
+	/* declarations */
+	struct decl *decls;
+	size_t ndecls, cdecls;
+	bool decls_sorted;
+	struct child_ref *children;
+	size_t nchildren, cchildren;
+	struct dep *deps;
+	size_t ndeps, cdeps;
+	/* pre-commit results */
+	struct plan *plans;
+	size_t nplans, cplans;
+	bool existed;
+	uint64_t curr;
+	bool token_was_set;
+	size_t ndeferred;
+	bool any_failed; /* an action of this component failed */
+	/* commit results */
+	struct child_ref *gc;
+	size_t ngc, cgc;
+	size_t prev_ngc; /* delete revisits: tombstones left last time */
+	bool done;
+	int *status_out; /* use_mount: the outcome, after commit */
+};
+
+struct tend_context {
+	struct tend_engine *eng;
+};
+
+struct resource {
+	char *name;
+	void *ptr;
+};
+
+struct subscriber {
+	unsigned mask;
+	tend_event_fn *fn;
+	void *arg;
+};
+
+struct cidset {
+	struct tend_fp *tab;
+	size_t size, n;
+};
+
+struct undo {
+	struct tend_provider *prov;
+	struct tend_handler *handler;
+	uint64_t gen_id, gen_schema;
+	bool registered;
+};
+
+struct pass {
+	uint64_t id;
+	const char *app;
+	bool full, preview;
+	struct tend_stats stats;
+	struct tend_comp **queue;
+	size_t nqueue, cqueue;
+	struct cidset built;
+	struct child_ref *deferred; /* delete comps to retry: (cid, path) */
+	struct tend_fp *deferred_parent;
+	size_t ndeferred, cdeferred;
+	struct undo *undo;
+	size_t nundo, cundo;
+	int status;
+	bool dropping;
+	bool root_done;
+};
+
+struct tend_engine {
+	struct tend_store *st;
+	struct registry reg;
+	struct resource *res;
+	size_t nres;
+	struct subscriber *subs;
+	size_t nsubs;
+	struct tend_context ctx;
+	uint8_t token[16];
+	uint64_t npass;
+	unsigned batch;
+	struct pass *pass;
+	char *state_dir;
+	struct tend_provider *graveyard;
+};
+
+/* reconcile.c: the bodies of the pre-commit and commit transactions */
+int tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c);
+int tend_commit_comp(struct tend_txn *txn, struct tend_comp *c);
+
+/* engine.c helpers used by reconcile.c */
+void tend_pass_save_provider(struct pass *pass, struct tend_provider *p);
+bool tend_cidset_has(const struct cidset *s, const struct tend_fp *fp);
+
+/* item and header codecs (reconcile.c) */
+int tend_item_decode(struct item *out, const void *data, size_t len,
+    struct tend_arena *arena);
+void tend_item_encode(struct tend_buf *out, const struct item *it);
+
+#endif

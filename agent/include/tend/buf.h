@@ -1,0 +1,48 @@
+/*
+ * tend/buf.h - a growable byte buffer (git's strbuf invariants).
+ *
+ * TEND_BUF_INIT is a valid empty buffer; `ptr` is never NULL and always
+ * NUL-terminated, so a buffer holding text can be printed directly.
+ * Out of memory aborts.
+ */
+#ifndef TEND_BUF_H
+#define TEND_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct tend_buf {
+	char *ptr;   /* never NULL; ptr[len] == '\0' */
+	size_t len;  /* bytes in use */
+	size_t size; /* capacity; 0 while ptr points at the shared empty string */
+};
+
+extern char tend_buf__empty[];
+#define TEND_BUF_INIT {tend_buf__empty, 0, 0}
+
+void tend_buf_grow(struct tend_buf *b, size_t extra);
+void tend_buf_put(struct tend_buf *b, const void *data, size_t len);
+void tend_buf_putc(struct tend_buf *b, int c);
+void tend_buf_puts(struct tend_buf *b, const char *s);
+void tend_buf_printf(struct tend_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void tend_buf_vprintf(struct tend_buf *b, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+/* Append `len` bytes as lowercase hex. */
+void tend_buf_puthex(struct tend_buf *b, const void *data, size_t len);
+/* Empty the buffer, keeping its memory. */
+void tend_buf_reset(struct tend_buf *b);
+/* Free the memory; the buffer is TEND_BUF_INIT again. */
+void tend_buf_release(struct tend_buf *b);
+/* Take the memory (caller frees with free()); the buffer is reset. */
+char *tend_buf_detach(struct tend_buf *b, size_t *len_out);
+
+/* Abort-on-OOM allocators. */
+void *tend_xmalloc(size_t n);
+void *tend_xcalloc(size_t n, size_t size);
+void *tend_xrealloc(void *p, size_t n);
+char *tend_xstrdup(const char *s);
+void *tend_xmemdup(const void *p, size_t n);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * tend/events.h - what the engine tells its subscribers.
+ *
+ * Events are plain data. Pointers inside an event are valid only during the
+ * callback; a subscriber that keeps anything copies it.
+ */
+#ifndef TEND_EVENTS_H
+#define TEND_EVENTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum tend_event_kind {
+	TEND_EV_PASS_STARTED = 1,
+	TEND_EV_ACTION_PLANNED,	 /* reconcile chose an action */
+	TEND_EV_ACTION_APPLIED,	 /* the sink applied it */
+	TEND_EV_ACTION_FAILED,	 /* the sink failed it; error set */
+	TEND_EV_COMPONENT_ERROR, /* a declaration function failed */
+	TEND_EV_PASS_FINISHED,
+};
+
+#define TEND_EV_MASK(kind) (1u << (kind))
+
+enum tend_op {
+	TEND_OP_CREATE = '+', /* nothing tracked before */
+	TEND_OP_UPDATE = '~',
+	TEND_OP_DELETE = '-',
+};
+
+struct tend_stats {
+	/* components */
+	uint64_t added;	      /* built, never built before */
+	uint64_t reprocessed; /* built again */
+	uint64_t unchanged;   /* memo hit: not run at all */
+	uint64_t deleted;     /* gone, its target states reverted */
+	uint64_t errors;      /* failed body, or a failed action */
+	/* actions */
+	uint64_t planned;
+	uint64_t applied;
+	uint64_t failed;
+	uint64_t deferred; /* deletes held back for a later pass */
+};
+
+struct tend_event {
+	enum tend_event_kind kind;
+	uint64_t pass;	     /* pass number in this engine */
+	const char *app;      /* the app (first key of the component path) */
+	const char *component; /* readable component path */
+	const char *provider;  /* readable provider path */
+	const char *key;       /* readable target-state key */
+	enum tend_op op;
+	int invalidation;	   /* enum tend_invalidation */
+	unsigned nprev;		   /* reconcile inputs, for "why" */
+	bool prev_may_be_missing;
+	int status;		   /* for failures */
+	const char *error;	   /* for failures */
+	const struct tend_stats *stats; /* PASS_FINISHED */
+	bool preview;
+};
+
+typedef void tend_event_fn(const struct tend_event *ev, void *arg);
+
+#endif

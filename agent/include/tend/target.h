@@ -1,0 +1,168 @@
+/*
+ * tend/target.h - the connector contract: handlers, reconcile and sinks.
+ *
+ * This mirrors CocoIndex v1's TargetHandler / TargetActionSink protocol:
+ *
+ *   reconcile(key, desired | NULL, prev_possible_records[], nprev,
+ *             prev_may_be_missing) -> output | none
+ *
+ * is pure (no I/O, no blocking) and decides an action; sinks apply actions
+ * in batches; the engine persists tracking records around the sink so that
+ * a crash never loses or orphans anything:
+ *
+ *   1. pre-commit: the new record is appended to the previous ones
+ *      (durable) before any sink runs;
+ *   2. sinks apply, idempotently;
+ *   3. commit: the record set becomes {new} for every action that
+ *      succeeded; a failed action keeps every candidate, so the next pass
+ *      reconciles against all of them.
+ *
+ * A container target (a directory, a git tree) is a target state whose
+ * sink returns one child handler per action; the engine uses it to
+ * reconcile the container's children.
+ */
+#ifndef TEND_TARGET_H
+#define TEND_TARGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tend/key.h"
+
+#define TEND_TARGET_ABI 1
+
+struct tend_arena;
+struct tend_context;
+struct tend_handler;
+struct tend_sink;
+
+/* A tracking record: connector-chosen bytes (a fingerprint, a spec). */
+struct tend_bytes {
+	const uint8_t *data;
+	size_t len;
+};
+
+enum tend_invalidation {
+	TEND_INVALIDATE_NONE = 0,
+	/* children may have drifted: each is re-applied once (records kept,
+	 * prev_may_be_missing = true) */
+	TEND_INVALIDATE_LOSSY = 1,
+	/* the container was rebuilt empty: children are re-declared from
+	 * scratch (prev = [], missing = true); old entries are forgotten
+	 * without delete actions */
+	TEND_INVALIDATE_DESTRUCTIVE = 2,
+};
+
+struct tend_reconcile_in {
+	const struct tend_key *key;
+	/* The declared value (connector-defined bytes), or NULL when the
+	 * target state is no longer declared (NON_EXISTENCE). */
+	const void *desired;
+	size_t desired_len;
+	/* Every record the target may currently hold, oldest first. More
+	 * than one after an interrupted apply. Borrowed for the call. */
+	const struct tend_bytes *prev;
+	size_t nprev;
+	/* The target may not exist (first declaration, an interrupted
+	 * insert or delete, a lossy container change, a full reprocess). */
+	bool prev_may_be_missing;
+	/* Allocate the action and the record here; freed by the engine. */
+	struct tend_arena *arena;
+};
+
+struct tend_reconcile_out {
+	/* The action for the sink; NULL means "nothing to do" (none). */
+	void *action;
+	/* Required when action != NULL. Sinks are batched by identity. */
+	struct tend_sink *sink;
+	/* The new tracking record; ignored when record_absent. */
+	struct tend_bytes record;
+	/* true: after the action the target no longer exists (a delete). */
+	bool record_absent;
+	/* For container targets: what happened to the children. */
+	enum tend_invalidation invalidation;
+};
+
+struct tend_attachment {
+	const char *type;		/* e.g. "manifest"; borrowed */
+	struct tend_handler *handler; /* owned by the engine afterwards */
+};
+
+struct tend_handler_ops {
+	unsigned abi; /* TEND_TARGET_ABI */
+	const char *kind;
+	/*
+	 * Decide the action. Pure: no I/O. Fill `out` (zeroed by the engine)
+	 * and return 0; leave out->action NULL for "nothing to do". A non-zero
+	 * return is an error of the declaring component (message via
+	 * tend_error_set).
+	 */
+	int (*reconcile)(struct tend_handler *h,
+	    const struct tend_reconcile_in *in, struct tend_reconcile_out *out);
+	/*
+	 * Optional: the attachment types this (child) handler offers. Fill up
+	 * to `max` entries of `out` and return how many. Called once when the
+	 * handler is installed; the returned handlers belong to the engine.
+	 */
+	size_t (*attachments)(struct tend_handler *h,
+	    struct tend_attachment *out, size_t max);
+	/*
+	 * Optional: for preview passes (tend plan), the child handler a
+	 * container's sink would return for (key, desired), built without
+	 * any I/O. Without it a preview cannot look inside new containers.
+	 */
+	struct tend_handler *(*preview_child)(struct tend_handler *h,
+	    const struct tend_key *key, const void *desired,
+	    size_t desired_len);
+	/* Free the handler. Required. */
+	void (*destroy)(struct tend_handler *h);
+};
+
+/* Embed first in a connector's handler struct. */
+struct tend_handler {
+	const struct tend_handler_ops *ops;
+};
+
+/* Assert the ops are usable (ABI, reconcile, destroy) and set them. */
+void tend_handler_init(struct tend_handler *h,
+    const struct tend_handler_ops *ops);
+
+struct tend_apply_result {
+	/* 0, or a negative tend_status; set `error` too. The engine zeroes
+	 * the results before the call. */
+	int status;
+	/* A message for a failed action (heap string, engine frees). */
+	char *error;
+	/* For a container action that created or kept the container: the
+	 * child handler (the engine owns it afterwards). NULL otherwise. */
+	struct tend_handler *child;
+};
+
+/*
+ * A batch of actions for one sink. The engine calls apply once per sink
+ * per batch with every action that reconciles chose this sink for, in
+ * declaration order, deletes last. Must be idempotent: the same action may
+ * be applied again after a crash.
+ */
+typedef void tend_sink_apply_fn(struct tend_sink *sink,
+    struct tend_context *ctx, void *const *actions, size_t n,
+    struct tend_apply_result *results);
+
+struct tend_sink {
+	tend_sink_apply_fn *apply;
+	const char *name; /* for logs and events */
+};
+
+/*
+ * Named context resources (CocoIndex's ContextKey): target keys carry the
+ * stable name, sinks resolve the live object at apply time. Returns NULL
+ * when nothing is registered under `name`.
+ */
+void *tend_context_get(struct tend_context *ctx, const char *name);
+
+/* Convenience for sinks: set a formatted error on a result. */
+void tend_apply_fail(struct tend_apply_result *r, int status,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,1065 @@
+/*
+ * reconcile.c - the pre-commit and commit bodies of a component.
+ *
+ * Pre-commit (semantics §1.6 step 5, R7-R14) runs in the batch's first
+ * write transaction, before any sink: it merges the component's declared
+ * target states (sorted by tsid) with its tracked items (a cursor over
+ * ITEM rows with prefix cid, in the same order), calls the handlers'
+ * reconcile, and writes the pending state: every action's new record is
+ * appended to the item's candidate records, new owner rows are claimed,
+ * preempted owners lose their rows. Only items with something to write
+ * are kept in memory (the plans), so an unchanged component costs a merge
+ * walk and no writes.
+ *
+ * Commit (R16) runs in the batch's second transaction, after the sinks:
+ * an item whose action succeeded keeps only its new record (or is removed
+ * for a delete); a failed action leaves every candidate for the next pass.
+ *
+ * Versions differ from CocoIndex in one deliberate way: the component
+ * version only grows (it is bumped when the component has an action) and
+ * is never renumbered back to 1. Convergence renumbering would rewrite
+ * every row of a component after each change; monotonic versions give the
+ * same retention decisions ("keep the states of this version") without
+ * touching unchanged rows. Items whose reconcile returned none are not
+ * rewritten at all.
+ */
+#include "engine_int.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tend/status.h"
+
+#define ITEM_FMT 1
+#define HDR_FMT 1
+#define SEQ_PROVIDER "tend/provider_id"
+
+/* ---- little codec helpers ---- */
+
+static void
+put_u64(struct tend_buf *b, uint64_t v)
+{
+	unsigned char x[8];
+
+	for (int i = 0; i < 8; i++)
+		x[i] = (unsigned char)(v >> (8 * i));
+	tend_buf_put(b, x, 8);
+}
+
+static void
+put_u32(struct tend_buf *b, uint32_t v)
+{
+	unsigned char x[4];
+
+	for (int i = 0; i < 4; i++)
+		x[i] = (unsigned char)(v >> (8 * i));
+	tend_buf_put(b, x, 4);
+}
+
+struct rd {
+	const uint8_t *p;
+	size_t len, pos;
+	bool bad;
+};
+
+static uint64_t
+get_u64(struct rd *r)
+{
+	uint64_t v = 0;
+
+	if (r->len - r->pos < 8 || r->pos > r->len) {
+		r->bad = true;
+		return 0;
+	}
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)r->p[r->pos + (size_t)i] << (8 * i);
+	r->pos += 8;
+	return v;
+}
+
+static uint32_t
+get_u32(struct rd *r)
+{
+	uint32_t v = 0;
+
+	if (r->len - r->pos < 4 || r->pos > r->len) {
+		r->bad = true;
+		return 0;
+	}
+	for (int i = 0; i < 4; i++)
+		v |= (uint32_t)r->p[r->pos + (size_t)i] << (8 * i);
+	r->pos += 4;
+	return v;
+}
+
+static const uint8_t *
+get_bytes(struct rd *r, size_t n)
+{
+	if (r->pos > r->len || r->len - r->pos < n) {
+		r->bad = true;
+		return NULL;
+	}
+	const uint8_t *p = r->p + r->pos;
+	r->pos += n;
+	return p;
+}
+
+void
+tend_item_encode(struct tend_buf *b, const struct item *it)
+{
+	tend_buf_putc(b, ITEM_FMT);
+	tend_buf_putc(b, it->container ? 1 : 0);
+	tend_buf_put(b, it->parent.b, 16);
+	put_u64(b, it->schema);
+	if (it->container) {
+		put_u64(b, it->gen_id);
+		put_u64(b, it->gen_schema);
+	}
+	put_u32(b, (uint32_t)it->keylen);
+	tend_buf_put(b, it->key, it->keylen);
+	put_u32(b, (uint32_t)it->nstates);
+	for (size_t i = 0; i < it->nstates; i++) {
+		const struct state *s = &it->states[i];
+
+		put_u64(b, s->version);
+		tend_buf_putc(b, s->deleted ? 1 : 0);
+		put_u32(b, (uint32_t)s->len);
+		tend_buf_put(b, s->rec, s->len);
+	}
+}
+
+/* Decode an item, copying everything into `arena` (LMDB memory is only
+ * valid until the next write in the transaction). */
+int
+tend_item_decode(struct item *out, const void *data, size_t len,
+    struct tend_arena *arena)
+{
+	struct rd r = {data, len, 0, false};
+	const uint8_t *p;
+
+	memset(out, 0, sizeof *out);
+	p = get_bytes(&r, 2);
+	if (!p || p[0] != ITEM_FMT || p[1] > 1)
+		return tend_error_set(TEND_EINVALID, "store: bad item record");
+	out->container = p[1] == 1;
+	if ((p = get_bytes(&r, 16)))
+		memcpy(out->parent.b, p, 16);
+	out->schema = get_u64(&r);
+	if (out->container) {
+		out->gen_id = get_u64(&r);
+		out->gen_schema = get_u64(&r);
+	}
+	out->keylen = get_u32(&r);
+	p = get_bytes(&r, out->keylen);
+	if (r.bad)
+		return tend_error_set(TEND_EINVALID, "store: bad item record");
+	out->key = tend_arena_memdup(arena, p, out->keylen);
+	out->nstates = get_u32(&r);
+	if (r.bad || out->nstates > len)
+		return tend_error_set(TEND_EINVALID, "store: bad item record");
+	out->states = tend_arena_alloc(arena,
+	    (out->nstates + 1) * sizeof *out->states);
+	for (size_t i = 0; i < out->nstates; i++) {
+		struct state *s = &out->states[i];
+
+		s->version = get_u64(&r);
+		p = get_bytes(&r, 1);
+		s->deleted = p && p[0] == 1;
+		s->len = get_u32(&r);
+		p = get_bytes(&r, s->len);
+		if (r.bad)
+			return tend_error_set(TEND_EINVALID,
+			    "store: bad item record");
+		s->rec = tend_arena_memdup(arena, p, s->len);
+	}
+	if (r.pos != len)
+		return tend_error_set(TEND_EINVALID, "store: bad item record");
+	return 0;
+}
+
+struct header {
+	uint64_t version;
+	uint8_t token[16];
+	bool has_token;
+};
+
+static int
+header_get(struct tend_txn *txn, const struct tend_fp *cid, struct header *h)
+{
+	struct tend_bytes v;
+	int rc = tend_store_get(txn, TEND_T_COMP, cid->b, 16, &v);
+
+	memset(h, 0, sizeof *h);
+	if (rc)
+		return rc;
+	struct rd r = {v.data, v.len, 0, false};
+	const uint8_t *p = get_bytes(&r, 1);
+
+	if (!p || p[0] != HDR_FMT)
+		return tend_error_set(TEND_EINVALID, "store: bad component");
+	h->version = get_u64(&r);
+	p = get_bytes(&r, 16);
+	if (r.bad)
+		return tend_error_set(TEND_EINVALID, "store: bad component");
+	memcpy(h->token, p, 16);
+	for (int i = 0; i < 16; i++)
+		if (h->token[i])
+			h->has_token = true;
+	return 0;
+}
+
+static int
+header_put(struct tend_txn *txn, struct tend_comp *c, uint64_t version,
+    bool token)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+	static const uint8_t zero[16];
+	int rc;
+
+	tend_buf_putc(&b, HDR_FMT);
+	put_u64(&b, version);
+	tend_buf_put(&b, token ? c->eng->token : zero, 16);
+	tend_buf_putc(&b, c->has_parent ? 1 : 0);
+	tend_buf_put(&b, c->parent_cid.b, 16);
+	put_u32(&b, (uint32_t)strlen(c->processor ? c->processor : ""));
+	tend_buf_puts(&b, c->processor ? c->processor : "");
+	put_u32(&b, (uint32_t)c->path.len);
+	tend_buf_put(&b, c->path.ptr, c->path.len);
+	rc = tend_store_put(txn, TEND_T_COMP, c->cid.b, 16, b.ptr, b.len);
+	tend_buf_release(&b);
+	return rc;
+}
+
+static void
+item_key(uint8_t out[40], const struct tend_fp *cid, const struct tend_fp *tsid,
+    uint64_t pid)
+{
+	memcpy(out, cid->b, 16);
+	memcpy(out + 16, tsid->b, 16);
+	for (int i = 0; i < 8; i++)
+		out[32 + i] = (uint8_t)(pid >> (56 - 8 * i));
+}
+
+static uint64_t
+item_key_pid(const uint8_t *k)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | k[32 + i];
+	return v;
+}
+
+static int
+put_item(struct tend_txn *txn, const struct tend_fp *cid, const struct plan *p)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+	uint8_t k[40];
+	int rc;
+
+	item_key(k, cid, &p->tsid, p->pid);
+	tend_item_encode(&b, &p->item);
+	rc = tend_store_put(txn, TEND_T_ITEM, k, 40, b.ptr, b.len);
+	tend_buf_release(&b);
+	return rc;
+}
+
+static int
+del_owner_if_mine(struct tend_txn *txn, const struct tend_fp *tsid,
+    const struct tend_fp *cid)
+{
+	struct tend_bytes v;
+	int rc = tend_store_get(txn, TEND_T_OWNER, tsid->b, 16, &v);
+
+	if (rc == TEND_ENOTFOUND)
+		return 0;
+	if (rc)
+		return rc;
+	if (v.len == 16 && memcmp(v.data, cid->b, 16) == 0)
+		return tend_store_del(txn, TEND_T_OWNER, tsid->b, 16);
+	return 0;
+}
+
+/* Is the container behind provider `id` still tracked by someone? Its
+ * children must then be kept, not dropped, while the provider is not
+ * visible (semantics §7 item 22: do the safer thing). */
+static bool
+container_alive(struct tend_txn *txn, const struct tend_fp *id)
+{
+	struct tend_bytes v;
+	struct tend_fp cur = *id;
+
+	for (int depth = 0; depth < 4; depth++) {
+		if (tend_store_get(txn, TEND_T_OWNER, cur.b, 16, &v) == 0)
+			return true;
+		/* an attachment namespace: look at its container */
+		if (tend_store_get(txn, TEND_T_NAME, cur.b, 16, &v) != 0 ||
+		    v.len < 17 || v.data[16] != TEND_KEY_SYMBOL)
+			return false;
+		memcpy(cur.b, v.data, 16);
+	}
+	return false;
+}
+
+static int
+ensure_name(struct tend_txn *txn, const struct tend_fp *id,
+    const struct tend_fp *parent, const uint8_t *key, size_t keylen)
+{
+	struct tend_bytes v;
+	struct tend_buf b = TEND_BUF_INIT;
+	int rc = tend_store_get(txn, TEND_T_NAME, id->b, 16, &v);
+
+	if (rc != TEND_ENOTFOUND)
+		return rc;
+	tend_buf_put(&b, parent->b, 16);
+	tend_buf_put(&b, key, keylen);
+	rc = tend_store_put(txn, TEND_T_NAME, id->b, 16, b.ptr, b.len);
+	tend_buf_release(&b);
+	return rc;
+}
+
+/* ---- planning ---- */
+
+static struct plan *
+plan_new(struct tend_comp *c)
+{
+	if (c->nplans == c->cplans) {
+		c->cplans = c->cplans ? c->cplans * 2 : 8;
+		c->plans = tend_xrealloc(c->plans, c->cplans * sizeof *c->plans);
+	}
+	struct plan *p = &c->plans[c->nplans++];
+	memset(p, 0, sizeof *p);
+	return p;
+}
+
+static void
+prov_gen(const struct tend_provider *prov, uint64_t *pid, uint64_t *schema)
+{
+	*pid = prov->root ? 0 : prov->gen_id;
+	*schema = prov->root ? 0 : prov->gen_schema;
+}
+
+/* prev = the non-deleted records in stored order; missing per R8. */
+static struct tend_bytes *
+prev_of(struct tend_comp *c, const struct item *it, size_t *nprev,
+    bool *missing, uint64_t pschema, bool root)
+{
+	struct tend_bytes *prev;
+
+	*nprev = 0;
+	if (!it) {
+		*missing = true;
+		return NULL;
+	}
+	prev = tend_arena_alloc(&c->arena, (it->nstates + 1) * sizeof *prev);
+	*missing = c->pass->full || (!root && it->schema != pschema);
+	for (size_t i = 0; i < it->nstates; i++) {
+		if (it->states[i].deleted) {
+			*missing = true;
+			continue;
+		}
+		prev[*nprev].data = it->states[i].rec;
+		prev[*nprev].len = it->states[i].len;
+		(*nprev)++;
+	}
+	return prev;
+}
+
+static int
+call_reconcile(struct tend_comp *c, struct tend_handler *h,
+    const struct tend_key *key, const void *desired, size_t dlen,
+    const struct tend_bytes *prev, size_t nprev, bool missing,
+    struct tend_reconcile_out *out)
+{
+	struct tend_reconcile_in in = {
+		.key = key,
+		.desired = desired,
+		.desired_len = dlen,
+		.prev = prev,
+		.nprev = nprev,
+		.prev_may_be_missing = missing,
+		.arena = &c->arena,
+	};
+
+	memset(out, 0, sizeof *out);
+	tend_error_clear();
+	int rc = h->ops->reconcile(h, &in, out);
+	if (rc)
+		return rc;
+	if (out->action && !out->sink)
+		return tend_error_set(TEND_ERROR,
+		    "connector %s: reconcile returned an action without a sink",
+		    h->ops->kind);
+	return 0;
+}
+
+/* Append the new state to the candidates: (0, Deleted) first for a new
+ * item, so a crash before commit leaves "may be missing" (R9). */
+static void
+append_state(struct tend_comp *c, struct item *dst, const struct item *src,
+    const struct tend_reconcile_out *out)
+{
+	size_t n = src ? src->nstates : 1;
+	struct state *st = tend_arena_alloc(&c->arena, (n + 1) * sizeof *st);
+
+	if (src)
+		memcpy(st, src->states, n * sizeof *st);
+	else
+		st[0] = (struct state){.version = 0, .deleted = true};
+	st[n].version = c->curr;
+	st[n].deleted = out->record_absent;
+	st[n].rec = out->record_absent ? NULL
+				       : tend_arena_memdup(&c->arena,
+					     out->record.data, out->record.len);
+	st[n].len = out->record_absent ? 0 : out->record.len;
+	dst->states = st;
+	dst->nstates = n + 1;
+}
+
+static void
+fill_action(struct plan *p, const struct tend_reconcile_out *out, size_t nprev,
+    bool missing)
+{
+	p->kind = PLAN_ACTION;
+	p->action = out->action;
+	p->sink = out->sink;
+	p->is_delete = out->record_absent;
+	p->inval = out->invalidation;
+	p->nprev = (unsigned)nprev;
+	p->missing = missing;
+	if (out->record_absent)
+		p->op = TEND_OP_DELETE;
+	else
+		p->op = nprev ? TEND_OP_UPDATE : TEND_OP_CREATE;
+}
+
+static int
+phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
+    struct item *stored)
+{
+	struct tend_provider *prov = d->prov;
+	struct item *it = stored, taken;
+	struct tend_reconcile_out out;
+	uint64_t pid, pschema;
+	struct plan tmp;
+	size_t nprev;
+	bool missing;
+	int rc;
+
+	memset(&tmp, 0, sizeof tmp);
+	prov_gen(prov, &pid, &pschema);
+	tmp.tsid = d->tsid;
+	tmp.pid = pid;
+	tmp.decl = d;
+	tmp.prov = prov;
+	tmp.declared = true;
+	tmp.key = d->key;
+	if (!it) {
+		/* R7(b): another component may own it: preempt */
+		struct tend_bytes v;
+
+		rc = tend_store_get(txn, TEND_T_OWNER, d->tsid.b, 16, &v);
+		if (rc && rc != TEND_ENOTFOUND)
+			return rc;
+		if (rc == 0 && v.len == 16 &&
+		    memcmp(v.data, c->cid.b, 16) != 0) {
+			uint8_t k[40];
+
+			memcpy(tmp.prev_owner.b, v.data, 16);
+			tmp.preempted = true;
+			tmp.claim = true;
+			item_key(k, &tmp.prev_owner, &d->tsid, pid);
+			rc = tend_store_get(txn, TEND_T_ITEM, k, 40, &v);
+			if (rc == 0) {
+				rc = tend_item_decode(&taken, v.data, v.len,
+				    &c->arena);
+				if (rc)
+					return rc;
+				for (size_t i = 0; i < taken.nstates; i++)
+					taken.states[i].version = 0;
+				it = &taken;
+			} else if (rc != TEND_ENOTFOUND)
+				return rc;
+		} else if (rc == TEND_ENOTFOUND)
+			tmp.claim = true;
+		tmp.new_item = !it;
+	}
+	const struct tend_bytes *prev =
+	    prev_of(c, it, &nprev, &missing, pschema, prov->root);
+
+	rc = call_reconcile(c, prov->handler, &d->key, d->value, d->vlen,
+	    prev, nprev, missing, &out);
+	if (rc)
+		return rc;
+	if (out.action) {
+		struct plan *p = plan_new(c);
+
+		*p = tmp;
+		fill_action(p, &out, nprev, missing);
+		if (it) {
+			p->item = *it;
+		} else {
+			p->item.parent = prov->id;
+			p->item.schema = pschema;
+			p->item.key = d->kenc;
+			p->item.keylen = d->kenc_len;
+		}
+		p->item.parent = prov->id;
+		append_state(c, &p->item, it, &out);
+		if (d->child) {
+			/* R24 child provider generation; a container seen for
+			 * the first time (or re-created) gets a fresh id
+			 * (§7 item 7) */
+			p->item.container = true;
+			if (!it || !it->container ||
+			    out.invalidation == TEND_INVALIDATE_DESTRUCTIVE) {
+				rc = tend_store_seq_next(txn, SEQ_PROVIDER,
+				    &p->item.gen_id);
+				if (rc)
+					return rc;
+				p->item.gen_schema = 0;
+			} else {
+				p->item.gen_id = it->gen_id;
+				p->item.gen_schema = it->gen_schema +
+				    (out.invalidation == TEND_INVALIDATE_LOSSY);
+			}
+		}
+		return 0;
+	}
+	if (d->child)
+		return tend_error_set(TEND_ERROR,
+		    "connector %s: a container's reconcile must return an "
+		    "action every pass (it returns the child handler)",
+		    prov->handler->ops->kind);
+	if (!it)
+		return 0; /* new and nothing to do: nothing tracked */
+	if (tmp.preempted) {
+		struct plan *p = plan_new(c);
+
+		*p = tmp;
+		p->kind = PLAN_MOVE;
+		p->item = *it;
+	} else if (!prov->root && it->schema != pschema) {
+		struct plan *p = plan_new(c);
+
+		*p = tmp;
+		p->kind = PLAN_SCHEMA;
+		p->item = *it;
+	}
+	return 0;
+}
+
+static int
+phase2(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *tsid,
+    uint64_t ipid, struct item *it)
+{
+	struct tend_provider *prov = tend_registry_get(&c->eng->reg,
+	    &it->parent);
+	struct tend_reconcile_out out;
+	uint64_t pid, pschema;
+	struct tend_key key;
+	size_t nprev;
+	bool missing;
+	int rc;
+
+	if (!prov || !prov->handler) {
+		/* R12, made safe: forget the children of a container only
+		 * once the container itself is gone */
+		if (container_alive(txn, &it->parent)) {
+			c->ndeferred++;
+			return 0;
+		}
+		struct plan *p = plan_new(c);
+		p->kind = PLAN_DROP;
+		p->tsid = *tsid;
+		p->pid = ipid;
+		p->item = *it;
+		return 0;
+	}
+	prov_gen(prov, &pid, &pschema);
+	if (ipid != pid) {
+		/* R10: stale generation (destructive change): prune */
+		struct plan *p = plan_new(c);
+		p->kind = PLAN_DROP;
+		p->tsid = *tsid;
+		p->pid = ipid;
+		p->item = *it;
+		p->prov = prov;
+		return 0;
+	}
+	if ((rc = tend_key_decode(&key, it->key, it->keylen, NULL,
+		 &c->arena)) != 0)
+		return rc;
+	const struct tend_bytes *prev =
+	    prev_of(c, it, &nprev, &missing, pschema, prov->root);
+	rc = call_reconcile(c, prov->handler, &key, NULL, 0, prev, nprev,
+	    missing, &out);
+	if (rc)
+		return rc;
+	if (!out.action)
+		return 0;
+	struct plan *p = plan_new(c);
+	p->tsid = *tsid;
+	p->pid = ipid;
+	p->prov = prov;
+	p->key = key;
+	p->item = *it;
+	fill_action(p, &out, nprev, missing);
+	p->op = TEND_OP_DELETE;
+	append_state(c, &p->item, it, &out);
+	return 0;
+}
+
+static int
+cmp_fp(const struct tend_fp *a, const struct tend_fp *b)
+{
+	return memcmp(a->b, b->b, 16);
+}
+
+static int
+merge_walk(struct tend_txn *txn, struct tend_comp *c)
+{
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	size_t j = 0;
+	bool matched = false;
+	int rc, more;
+
+	if ((rc = tend_store_iter_init(&it, txn, TEND_T_ITEM, c->cid.b, 16)))
+		return rc;
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
+		struct tend_fp tsid;
+		struct item item;
+		uint64_t ipid;
+
+		if (k.len != 40) {
+			rc = tend_error_set(TEND_ERROR, "store: bad item key");
+			goto out;
+		}
+		memcpy(tsid.b, k.data + 16, 16);
+		ipid = item_key_pid(k.data);
+		while (j < c->ndecls && cmp_fp(&c->decls[j].tsid, &tsid) < 0) {
+			if (!matched &&
+			    (rc = phase1(txn, c, &c->decls[j], NULL)))
+				goto out;
+			j++;
+			matched = false;
+		}
+		if ((rc = tend_item_decode(&item, v.data, v.len, &c->arena)))
+			goto out;
+		if (j < c->ndecls && cmp_fp(&c->decls[j].tsid, &tsid) == 0) {
+			uint64_t pid, pschema;
+
+			prov_gen(c->decls[j].prov, &pid, &pschema);
+			if (pid == ipid && !matched) {
+				matched = true;
+				rc = phase1(txn, c, &c->decls[j], &item);
+			} else {
+				/* declared again under a new generation:
+				 * the old entry is stale (R10) */
+				struct plan *p = plan_new(c);
+				p->kind = PLAN_DROP;
+				p->tsid = tsid;
+				p->pid = ipid;
+				p->item = item;
+				p->declared = true;
+				rc = 0;
+			}
+		} else
+			rc = phase2(txn, c, &tsid, ipid, &item);
+		if (rc)
+			goto out;
+	}
+	if (more < 0) {
+		rc = more;
+		goto out;
+	}
+	for (; j < c->ndecls; j++, matched = false)
+		if (!matched && (rc = phase1(txn, c, &c->decls[j], NULL)))
+			goto out;
+	rc = 0;
+out:
+	tend_store_iter_finish(&it);
+	return rc;
+}
+
+static int
+write_plans(struct tend_txn *txn, struct tend_comp *c)
+{
+	int rc;
+
+	for (size_t i = 0; i < c->nplans; i++) {
+		struct plan *p = &c->plans[i];
+
+		if (p->kind != PLAN_ACTION && p->kind != PLAN_MOVE)
+			continue;
+		if (p->preempted) {
+			uint8_t pre[32];
+
+			memcpy(pre, p->prev_owner.b, 16);
+			memcpy(pre + 16, p->tsid.b, 16);
+			if ((rc = tend_store_del_prefix(txn, TEND_T_ITEM, pre,
+				 32)))
+				return rc;
+		}
+		if (p->claim && (rc = tend_store_put(txn, TEND_T_OWNER,
+				     p->tsid.b, 16, c->cid.b, 16)))
+			return rc;
+		if (p->new_item && p->prov) {
+			struct tend_provider *pr = p->prov;
+
+			if (pr->name_key.len &&
+			    (rc = ensure_name(txn, &pr->id, &pr->name_parent,
+				 (const uint8_t *)pr->name_key.ptr,
+				 pr->name_key.len)))
+				return rc;
+			if ((rc = ensure_name(txn, &p->tsid, &pr->id,
+				 p->item.key, p->item.keylen)))
+				return rc;
+		}
+		if ((rc = put_item(txn, &c->cid, p)))
+			return rc;
+	}
+	return 0;
+}
+
+int
+tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c)
+{
+	struct header h;
+	int rc;
+
+	/* re-runnable: forget a previous attempt (map full) */
+	c->nplans = 0;
+	c->ndeferred = 0;
+	if (c->in_preflight)
+		return 0;
+	rc = header_get(txn, &c->cid, &h);
+	if (rc && rc != TEND_ENOTFOUND)
+		return rc;
+	c->existed = rc == 0;
+	c->token_was_set = h.has_token;
+	c->curr = h.version + 1;
+	if (c->has_parent && c->mode == MODE_BUILD) {
+		/* eager existence row, so a later GC finds this component
+		 * even if its parent never commits */
+		uint8_t k[32];
+		struct tend_bytes v;
+
+		memcpy(k, c->parent_cid.b, 16);
+		memcpy(k + 16, c->cid.b, 16);
+		rc = tend_store_get(txn, TEND_T_CEX, k, 32, &v);
+		if (rc == TEND_ENOTFOUND)
+			rc = tend_store_put(txn, TEND_T_CEX, k, 32, c->path.ptr,
+			    c->path.len);
+		if (rc)
+			return rc;
+	}
+	if (c->memo_delete &&
+	    (rc = tend_store_del(txn, TEND_T_MEMO, c->cid.b, 16)))
+		return rc;
+	if (c->failed)
+		return 0;
+	if ((rc = merge_walk(txn, c))) {
+		if (rc == TEND_ERETRY && tend_error_code() == TEND_ERETRY)
+			return rc;
+		/* a reconcile error fails this component only */
+		c->failed = true;
+		free(c->error);
+		c->error = tend_xstrdup(tend_error_last());
+		c->nplans = 0;
+		return 0;
+	}
+	if ((rc = write_plans(txn, c)))
+		return rc;
+	bool any = false;
+	for (size_t i = 0; i < c->nplans; i++)
+		if (c->plans[i].kind == PLAN_ACTION)
+			any = true;
+	if ((!c->existed && c->mode == MODE_BUILD) || any || c->token_was_set)
+		rc = header_put(txn, c, any ? c->curr : h.version, any);
+	if (!any)
+		c->curr = h.version; /* nothing appended */
+	return rc;
+}
+
+/* ---- commit ---- */
+
+static bool
+declared_tsid(const struct tend_comp *c, const struct tend_fp *tsid)
+{
+	size_t lo = 0, hi = c->ndecls;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int r = cmp_fp(&c->decls[mid].tsid, tsid);
+
+		if (r == 0)
+			return true;
+		if (r < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+static int
+cmp_child(const void *a, const void *b)
+{
+	return cmp_fp(&((const struct child_ref *)a)->cid,
+	    &((const struct child_ref *)b)->cid);
+}
+
+static void
+gc_add(struct tend_comp *c, const uint8_t *cid, const void *path, size_t len)
+{
+	if (c->ngc == c->cgc) {
+		c->cgc = c->cgc ? c->cgc * 2 : 4;
+		c->gc = tend_xrealloc(c->gc, c->cgc * sizeof *c->gc);
+	}
+	memcpy(c->gc[c->ngc].cid.b, cid, 16);
+	c->gc[c->ngc].path = tend_arena_memdup(&c->arena, path, len);
+	c->gc[c->ngc].len = len;
+	c->ngc++;
+}
+
+/* Diff the stored child-existence rows with the children mounted now;
+ * every child that disappeared gets a tombstone (§2.5). */
+static int
+existence_diff(struct tend_txn *txn, struct tend_comp *c, bool none)
+{
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	struct child_ref *gone = NULL;
+	size_t ngone = 0, cgone = 0;
+	int rc, more;
+
+	if (!none && c->nchildren > 1)
+		qsort(c->children, c->nchildren, sizeof *c->children,
+		    cmp_child);
+	if ((rc = tend_store_iter_init(&it, txn, TEND_T_CEX, c->cid.b, 16)))
+		return rc;
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
+		struct child_ref probe;
+
+		if (k.len != 32)
+			continue;
+		memcpy(probe.cid.b, k.data + 16, 16);
+		if (!none && c->nchildren &&
+		    bsearch(&probe, c->children, c->nchildren,
+			sizeof *c->children, cmp_child))
+			continue;
+		if (ngone == cgone) {
+			cgone = cgone ? cgone * 2 : 8;
+			gone = tend_xrealloc(gone, cgone * sizeof *gone);
+		}
+		gone[ngone].cid = probe.cid;
+		gone[ngone].path = tend_arena_memdup(&c->arena, v.data, v.len);
+		gone[ngone].len = v.len;
+		ngone++;
+	}
+	tend_store_iter_finish(&it);
+	rc = more < 0 ? more : 0;
+	for (size_t i = 0; i < ngone && rc == 0; i++) {
+		uint8_t key[32];
+
+		memcpy(key, c->cid.b, 16);
+		memcpy(key + 16, gone[i].cid.b, 16);
+		if ((rc = tend_store_del(txn, TEND_T_CEX, key, 32)) == 0)
+			rc = tend_store_put(txn, TEND_T_TOMB, key, 32,
+			    gone[i].path, gone[i].len);
+	}
+	free(gone);
+	return rc;
+}
+
+static int
+collect_tombs(struct tend_txn *txn, struct tend_comp *c)
+{
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	int rc, more;
+
+	c->ngc = 0;
+	if ((rc = tend_store_iter_init(&it, txn, TEND_T_TOMB, c->cid.b, 16)))
+		return rc;
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1)
+		if (k.len == 32)
+			gc_add(c, k.data + 16, v.data, v.len);
+	tend_store_iter_finish(&it);
+	return more < 0 ? more : 0;
+}
+
+static int
+put_memo(struct tend_txn *txn, struct tend_comp *c)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+	int rc;
+
+	tend_buf_putc(&b, 1);
+	tend_buf_put(&b, c->mopts.input_fp.b, 16);
+	tend_buf_put(&b, c->mopts.logic_fp.b, 16);
+	put_u32(&b, (uint32_t)c->ndeps);
+	for (size_t i = 0; i < c->ndeps; i++) {
+		tend_buf_put(&b, c->deps[i].id.b, 16);
+		put_u64(&b, c->deps[i].gen_id);
+		put_u64(&b, c->deps[i].gen_schema);
+	}
+	rc = tend_store_put(txn, TEND_T_MEMO, c->cid.b, 16, b.ptr, b.len);
+	tend_buf_release(&b);
+	return rc;
+}
+
+/* Forget what is left of a deleted component: items whose delete
+ * reconciled to "nothing to do", owner rows still naming it. */
+static int
+forget_component(struct tend_txn *txn, struct tend_comp *c)
+{
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	struct tend_fp *tsids = NULL;
+	size_t n = 0, cap = 0;
+	int rc, more;
+
+	if ((rc = tend_store_iter_init(&it, txn, TEND_T_ITEM, c->cid.b, 16)))
+		return rc;
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
+		if (k.len != 40)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 8;
+			tsids = tend_xrealloc(tsids, cap * sizeof *tsids);
+		}
+		memcpy(tsids[n++].b, k.data + 16, 16);
+	}
+	tend_store_iter_finish(&it);
+	rc = more < 0 ? more : 0;
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = del_owner_if_mine(txn, &tsids[i], &c->cid);
+	free(tsids);
+	if (rc == 0)
+		rc = tend_store_del_prefix(txn, TEND_T_ITEM, c->cid.b, 16);
+	if (rc == 0)
+		rc = tend_store_del(txn, TEND_T_MEMO, c->cid.b, 16);
+	if (rc == 0)
+		rc = tend_store_del(txn, TEND_T_COMP, c->cid.b, 16);
+	return rc;
+}
+
+int
+tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
+{
+	bool any_action = false;
+	int rc;
+
+	c->any_failed = false;
+	c->done = false;
+	c->ngc = 0;
+	if (c->in_preflight) {
+		/* re-mounted since it was tombstoned: only the tombstone
+		 * goes (and a memo that might be stale) */
+		uint8_t k[32];
+
+		memcpy(k, c->parent_cid.b, 16);
+		memcpy(k + 16, c->cid.b, 16);
+		return tend_store_del(txn, TEND_T_TOMB, k, 32);
+	}
+	if (c->failed)
+		return 0;
+	for (size_t i = 0; i < c->nplans; i++) {
+		struct plan *p = &c->plans[i];
+		uint8_t k[40];
+
+		item_key(k, &c->cid, &p->tsid, p->pid);
+		switch (p->kind) {
+		case PLAN_ACTION:
+			any_action = true;
+			if (p->status != 0) {
+				c->any_failed = true;
+				break;
+			}
+			/* R16 retention: the state of this version survives,
+			 * unless it is a delete */
+			struct state *last = &p->item.states[p->item.nstates - 1];
+			assert(last->version == c->curr);
+			if (last->deleted) {
+				if ((rc = tend_store_del(txn, TEND_T_ITEM, k,
+					 40)))
+					return rc;
+				if (!p->declared &&
+				    (rc = del_owner_if_mine(txn, &p->tsid,
+					 &c->cid)))
+					return rc;
+				break;
+			}
+			p->item.states = last;
+			p->item.nstates = 1;
+			if (p->prov && !p->prov->root)
+				p->item.schema = p->prov->gen_schema;
+			if ((rc = put_item(txn, &c->cid, p)))
+				return rc;
+			break;
+		case PLAN_DROP:
+			if ((rc = tend_store_del(txn, TEND_T_ITEM, k, 40)))
+				return rc;
+			if (!p->declared && !declared_tsid(c, &p->tsid) &&
+			    (rc = del_owner_if_mine(txn, &p->tsid, &c->cid)))
+				return rc;
+			break;
+		case PLAN_SCHEMA:
+			p->item.schema = p->prov->gen_schema;
+			if ((rc = put_item(txn, &c->cid, p)))
+				return rc;
+			break;
+		case PLAN_MOVE:
+			break;
+		}
+	}
+	if (c->mode == MODE_DELETE) {
+		if (c->any_failed || c->ndeferred) {
+			if (any_action)
+				rc = header_put(txn, c, c->curr, false);
+			else
+				rc = 0;
+			return rc;
+		}
+		/* every child becomes a tombstone; the component is gone
+		 * once they are (it is revisited until then) */
+		if ((rc = existence_diff(txn, c, true)))
+			return rc;
+		if ((rc = collect_tombs(txn, c)))
+			return rc;
+		if (c->ngc) {
+			if (any_action || c->token_was_set)
+				rc = header_put(txn, c, c->curr, false);
+			return rc;
+		}
+		if ((rc = forget_component(txn, c)))
+			return rc;
+		if (c->has_parent) {
+			uint8_t k[32];
+
+			memcpy(k, c->parent_cid.b, 16);
+			memcpy(k + 16, c->cid.b, 16);
+			if ((rc = tend_store_del(txn, TEND_T_TOMB, k, 32)) ||
+			    (rc = tend_store_del(txn, TEND_T_CEX, k, 32)))
+				return rc;
+		}
+		c->done = true;
+		return 0;
+	}
+	if (any_action && (rc = header_put(txn, c, c->curr, false)))
+		return rc;
+	if (c->any_failed)
+		return 0;
+	if ((rc = existence_diff(txn, c, false)))
+		return rc;
+	if (c->memoize && !c->child_failed && c->ndeferred == 0 &&
+	    (rc = put_memo(txn, c)))
+		return rc;
+	c->done = true;
+	return collect_tombs(txn, c);
+}

@@ -1,0 +1,103 @@
+/*
+ * store.h - the tracking store: typed tables in one LMDB environment.
+ *
+ * Private to agent/. The engine encodes keys and values; this module owns
+ * every LMDB call (<lmdb.h> is included only by store.c), translates LMDB's
+ * codes into tend_status, and grows the map when it fills.
+ */
+#ifndef TEND_STORE_H
+#define TEND_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tend/target.h" /* struct tend_bytes */
+
+enum tend_table {
+	TEND_T_META,  /* "format" -> u32 */
+	TEND_T_COMP,  /* cid -> component header */
+	TEND_T_ITEM,  /* cid tsid pid -> tracked item */
+	TEND_T_OWNER, /* tsid -> cid */
+	TEND_T_CEX,   /* parent cid, child cid -> child path */
+	TEND_T_TOMB,  /* parent cid, child cid -> child path */
+	TEND_T_MEMO,  /* cid -> component memo */
+	TEND_T_NAME,  /* tsid -> parent tsid, key: readable paths */
+	TEND_T_SEQ,   /* name -> next id */
+	TEND_T_SIG,   /* source stat signatures */
+	TEND_T__COUNT
+};
+
+#define TEND_STORE_FORMAT 1
+
+struct tend_store;
+struct tend_txn;
+
+/*
+ * Open or create the store in directory `dir` (created if missing).
+ * `map_size` 0 means 256 MiB; the map doubles whenever it fills.
+ * Returns 0 or TEND_ERROR (newer format, I/O, lock).
+ */
+int tend_store_open(struct tend_store **out, const char *dir,
+    uint64_t map_size);
+void tend_store_close(struct tend_store *st);
+
+/* Bytes the map may use now (for tests of growth). */
+uint64_t tend_store_map_size(const struct tend_store *st);
+
+/*
+ * Run `body` in a write transaction and commit it (durably). If the map
+ * fills, the transaction is aborted, the map grown, and `body` run again:
+ * bodies must be re-runnable. While a held transaction is open (preview),
+ * `body` runs inside it and nothing is committed.
+ */
+typedef int tend_store_body_fn(struct tend_txn *txn, void *arg);
+int tend_store_write(struct tend_store *st, tend_store_body_fn *body,
+    void *arg);
+
+/* A read-only snapshot. */
+int tend_store_read_begin(struct tend_store *st, struct tend_txn **out);
+void tend_store_read_end(struct tend_txn *txn);
+
+/* Preview passes: one write txn held open for the whole pass, aborted at
+ * the end, so later batches see earlier ones and nothing persists. */
+int tend_store_hold_begin(struct tend_store *st);
+void tend_store_hold_abort(struct tend_store *st);
+
+/* Returns 0 with *val borrowed until the txn ends, or TEND_ENOTFOUND. */
+int tend_store_get(struct tend_txn *txn, enum tend_table t, const void *key,
+    size_t klen, struct tend_bytes *val);
+int tend_store_put(struct tend_txn *txn, enum tend_table t, const void *key,
+    size_t klen, const void *val, size_t vlen);
+/* Deleting a missing key succeeds. */
+int tend_store_del(struct tend_txn *txn, enum tend_table t, const void *key,
+    size_t klen);
+/* Delete every key starting with `prefix`. */
+int tend_store_del_prefix(struct tend_txn *txn, enum tend_table t,
+    const void *prefix, size_t plen);
+
+/* Iterate the keys of a table that start with `prefix`, in order. */
+struct tend_iter {
+	struct tend_txn *txn;
+	void *cursor;
+	const void *prefix;
+	size_t plen;
+	bool started, done;
+};
+
+int tend_store_iter_init(struct tend_iter *it, struct tend_txn *txn,
+    enum tend_table t, const void *prefix, size_t plen);
+/* 1 and the entry (borrowed until the next call), 0 at the end, <0 error.*/
+int tend_store_iter_next(struct tend_iter *it, struct tend_bytes *key,
+    struct tend_bytes *val);
+void tend_store_iter_finish(struct tend_iter *it);
+
+/* Next value of a named sequence (starts at 1). */
+int tend_store_seq_next(struct tend_txn *txn, const char *name,
+    uint64_t *out);
+
+/* Fault injection for tests: fail the n-th write commit from now with
+ * TEND_ERROR (0 disarms). Also armed by TEND_FAIL_COMMIT=n. */
+void tend_store_fail_commit_after(struct tend_store *st, unsigned n);
+
+#endif

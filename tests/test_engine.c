@@ -1,0 +1,895 @@
+/*
+ * test_engine.c - the black-box scenarios of cocoindex-semantics.md §6,
+ * run against the real engine and a real LMDB store, with the recording
+ * dict target. Each test asserts the actions applied (the world), the
+ * reconcile inputs seen (prev, prev_may_be_missing) and what the store
+ * holds afterwards. Scenario numbers refer to §6.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fakes/scenario.h"
+#include "tend/buf.h"
+#include "tend/status.h"
+
+#define F ((struct fixture *)*state)
+
+static int
+setup(void **state)
+{
+	*state = fixture_new();
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	fixture_free(*state);
+	return 0;
+}
+
+static void
+assert_rec_(struct fixture *f, const char *path, const char *prev,
+    bool missing, bool acted, const char *file, int line)
+{
+	const struct dict_log *r = dict_rec(&f->w, path);
+
+	if (!r)
+		fail_msg("%s:%d: no reconcile of %s", file, line, path);
+	if (strcmp(r->prev, prev) != 0 || r->missing != missing ||
+	    r->acted != acted)
+		fail_msg("%s:%d: R(%s) = ([%s], %s, %s), want ([%s], %s, %s)",
+		    file, line, path, r->prev, r->missing ? "T" : "F",
+		    r->acted ? "act" : "none", prev, missing ? "T" : "F",
+		    acted ? "act" : "none");
+}
+#define ASSERT_REC(f, path, prev, missing, acted) \
+	assert_rec_(f, path, prev, missing, acted, __FILE__, __LINE__)
+
+static void
+assert_has_(struct fixture *f, const char *line, bool want, const char *file,
+    int l)
+{
+	if (fx_has(f, line) != want)
+		fail_msg("%s:%d: store %s \"%s\":\n%s", file, l,
+		    want ? "lacks" : "has", line, fx_dump(f));
+}
+#define ASSERT_HAS(f, line) assert_has_(f, line, true, __FILE__, __LINE__)
+#define ASSERT_LACKS(f, line) assert_has_(f, line, false, __FILE__, __LINE__)
+
+#define ASSERT_WORLD(f, want) assert_string_equal(fx_world(f), want)
+#define ASSERT_OK(x)                                                     \
+	do {                                                             \
+		int rc_ = (x);                                           \
+		if (rc_)                                                 \
+			fail_msg("%s = %d: %s", #x, rc_, tend_error_last()); \
+	} while (0)
+
+/* ---- flat, single component (1-12) ---- */
+
+static void
+s01_first_insert(void **state)
+{
+	ASSERT_OK(fx_run(F, "a=1"));
+	ASSERT_WORLD(F, "a=1");
+	ASSERT_REC(F, "a", "", true, true);
+	ASSERT_HAS(F, "item /app /@dict/a [1]");
+	ASSERT_HAS(F, "owner /@dict/a -> /app");
+	ASSERT_OK(fx_run(F, "a=1 b=2"));
+	ASSERT_WORLD(F, "a=1 b=2");
+	ASSERT_REC(F, "b", "", true, true);
+	ASSERT_REC(F, "a", "1", false, false);
+	assert_int_equal(F->w.nacts, 1);
+	assert_int_equal(F->stats.added, 0);
+	assert_int_equal(F->stats.reprocessed, 1);
+}
+
+static void
+s02_unchanged_is_a_noop(void **state)
+{
+	ASSERT_OK(fx_run(F, "a=1 b=2"));
+	assert_int_equal(F->stats.added, 1);
+	ASSERT_OK(fx_run(F, "a=1 b=2"));
+	assert_int_equal(F->w.sink_calls, 0);
+	assert_int_equal(F->stats.applied, 0);
+	assert_int_equal(F->stats.reprocessed, 1);
+	ASSERT_HAS(F, "item /app /@dict/a [1]");
+	ASSERT_HAS(F, "item /app /@dict/b [2]");
+}
+
+static void
+s03_content_change_updates(void **state)
+{
+	ASSERT_OK(fx_run(F, "a=1 b=2"));
+	ASSERT_OK(fx_run(F, "a=3 b=2"));
+	ASSERT_WORLD(F, "a=3 b=2");
+	ASSERT_REC(F, "a", "1", false, true);
+	ASSERT_REC(F, "b", "2", false, false);
+	assert_int_equal(F->w.nacts, 1);
+	ASSERT_HAS(F, "item /app /@dict/a [3]");
+}
+
+static void
+s04_removed_key_is_deleted(void **state)
+{
+	ASSERT_OK(fx_run(F, "a=1 b=2"));
+	ASSERT_OK(fx_run(F, "b=2"));
+	ASSERT_WORLD(F, "b=2");
+	ASSERT_REC(F, "a", "1", false, true);
+	assert_null(dict_act(&F->w, "a")->value);
+	ASSERT_LACKS(F, "owner /@dict/a -> /app");
+	assert_int_equal(fx_count(F, "item "), 1);
+}
+
+static void
+s05_reinsert_after_delete(void **state)
+{
+	ASSERT_OK(fx_run(F, "a=1"));
+	ASSERT_OK(fx_run(F, ""));
+	ASSERT_OK(fx_run(F, "a=1"));
+	ASSERT_REC(F, "a", "", true, true);
+	ASSERT_WORLD(F, "a=1");
+}
+
+static void
+s06_interrupted_insert(void **state)
+{
+	F->w.fail_at = 1;
+	assert_int_not_equal(fx_run(F, "a=1"), 0);
+	ASSERT_WORLD(F, "");
+	ASSERT_HAS(F, "item /app /@dict/a [D,1]");
+	F->w.fail_at = 0;
+	ASSERT_OK(fx_run(F, "a=2"));
+	ASSERT_REC(F, "a", "1", true, true);
+	ASSERT_OK(fx_run(F, "a=3"));
+	ASSERT_REC(F, "a", "2", false, true);
+	ASSERT_WORLD(F, "a=3");
+}
+
+static void
+s07_partial_apply_then_undeclare(void **state)
+{
+	F->w.fail_at = 1;
+	F->w.fail_after_write = true;
+	assert_int_not_equal(fx_run(F, "a=1"), 0);
+	ASSERT_WORLD(F, "a=1"); /* written, then the sink failed */
+	F->w.fail_at = 0;
+	ASSERT_OK(fx_run(F, ""));
+	ASSERT_REC(F, "a", "1", true, true);
+	ASSERT_WORLD(F, "");
+	assert_int_equal(fx_count(F, "item "), 0);
+	assert_int_equal(fx_count(F, "owner "), 0);
+}
+
+static void
+s08_interrupted_update(void **state)
+{
+	ASSERT_OK(fx_run(F, "a=1"));
+	F->w.fail_at = 1;
+	assert_int_not_equal(fx_run(F, "a=2"), 0);
+	ASSERT_WORLD(F, "a=1");
+	ASSERT_HAS(F, "item /app /@dict/a [1,2]");
+	F->w.fail_at = 0;
+	ASSERT_OK(fx_run(F, "a=2"));
+	ASSERT_REC(F, "a", "1,2", false, true);
+	ASSERT_HAS(F, "item /app /@dict/a [2]");
+	ASSERT_WORLD(F, "a=2");
+}
+
+static void
+s09_failed_updates_accumulate(void **state)
+{
+	ASSERT_OK(fx_run(F, "a=1"));
+	F->w.fail_key = strdup("a");
+	assert_int_not_equal(fx_run(F, "a=2"), 0);
+	assert_int_not_equal(fx_run(F, "a=3"), 0);
+	ASSERT_HAS(F, "item /app /@dict/a [1,2,3]");
+	free(F->w.fail_key);
+	F->w.fail_key = NULL;
+	ASSERT_OK(fx_run(F, "a=3"));
+	ASSERT_REC(F, "a", "1,2,3", false, true);
+	ASSERT_HAS(F, "item /app /@dict/a [3]");
+}
+
+static void
+s10_interrupted_delete(void **state)
+{
+	ASSERT_OK(fx_run(F, "a=3"));
+	F->w.fail_at = 1;
+	assert_int_not_equal(fx_run(F, ""), 0);
+	ASSERT_WORLD(F, "a=3");
+	ASSERT_HAS(F, "item /app /@dict/a [3,D]");
+	F->w.fail_at = 0;
+	ASSERT_OK(fx_run(F, ""));
+	ASSERT_REC(F, "a", "3", true, true);
+	ASSERT_WORLD(F, "");
+	assert_int_equal(fx_count(F, "item "), 0);
+	assert_int_equal(fx_count(F, "owner "), 0);
+}
+
+static void
+s10b_interrupted_delete_then_redeclared(void **state)
+{
+	ASSERT_OK(fx_run(F, "a=3"));
+	F->w.fail_at = 1;
+	assert_int_not_equal(fx_run(F, ""), 0);
+	F->w.fail_at = 0;
+	ASSERT_OK(fx_run(F, "a=3"));
+	ASSERT_REC(F, "a", "3", true, true); /* (§2.2 table) */
+	ASSERT_WORLD(F, "a=3");
+	ASSERT_HAS(F, "item /app /@dict/a [3]");
+}
+
+static void
+s11_restart_after_failed_sink(void **state)
+{
+	ASSERT_OK(fx_run(F, "a=1"));
+	F->w.fail_at = 1;
+	assert_int_not_equal(fx_run(F, "a=2"), 0);
+	F->w.fail_at = 0;
+	fixture_restart(F); /* a new process: a new token */
+	ASSERT_OK(fx_run(F, "a=2"));
+	ASSERT_REC(F, "a", "1,2", false, true);
+	ASSERT_WORLD(F, "a=2");
+}
+
+static void
+s12_preview_applies_and_persists_nothing(void **state)
+{
+	ASSERT_OK(fx_run_opts(F, "a=1 b=2", false, true));
+	assert_int_equal(F->stats.planned, 2);
+	assert_int_equal(F->w.sink_calls, 0);
+	ASSERT_WORLD(F, "");
+	assert_int_equal(fx_count(F, "item "), 0);
+	assert_int_equal(fx_count(F, "comp "), 0);
+	ASSERT_OK(fx_run(F, "a=1 b=2"));
+	ASSERT_REC(F, "a", "", true, true);
+	ASSERT_WORLD(F, "a=1 b=2");
+}
+
+/* ---- containers (13-25) ---- */
+
+#define D1 "#D1=n:v1"
+
+static void
+s13_container_and_children(void **state)
+{
+	ASSERT_OK(fx_run(F, D1 " D1/a=1 D1/b=2"));
+	ASSERT_WORLD(F, "D1=v1 D1/a=1 D1/b=2");
+	ASSERT_REC(F, "D1/a", "", true, true);
+	ASSERT_HAS(F, "owner /@dicts/D1 -> "
+		      "/app/@tend/mount_target/(\"@dicts\", \"D1\")");
+	ASSERT_HAS(F, "owner /@dicts/D1/a -> /app");
+	ASSERT_HAS(F, "owner /@dicts/D1/b -> /app");
+	assert_true(dict_act(&F->w, "D1") != NULL);
+}
+
+static void
+s14_container_unchanged(void **state)
+{
+	ASSERT_OK(fx_run(F, D1 " D1/a=1 D1/b=2"));
+	ASSERT_OK(fx_run(F, D1 " D1/a=1 D1/b=2"));
+	/* the container's sink runs every pass (to hand back its handler),
+	 * its children get no action */
+	assert_int_equal(dict_nacts(&F->w, "D1"), 1);
+	assert_int_equal(F->w.nacts, 1);
+	ASSERT_REC(F, "D1/a", "1", false, false);
+}
+
+static void
+s15_child_removed_in_existing_container(void **state)
+{
+	ASSERT_OK(fx_run(F, D1 " D1/a=1 D1/b=2"));
+	ASSERT_OK(fx_run(F, D1 " D1/b=2"));
+	ASSERT_REC(F, "D1/a", "1", false, true);
+	ASSERT_WORLD(F, "D1=v1 D1/b=2");
+	ASSERT_LACKS(F, "owner /@dicts/D1/a -> /app");
+}
+
+static void
+s16_container_removed_with_children(void **state)
+{
+	ASSERT_OK(fx_run(F, "U(dict) { U(D1) { " D1 " } D1/a=1 D1/b=2 }"));
+	ASSERT_WORLD(F, "D1=v1 D1/a=1 D1/b=2");
+	ASSERT_OK(fx_run(F, ""));
+	ASSERT_WORLD(F, "");
+	/* only the container is deleted: no per-child delete actions */
+	assert_int_equal(F->w.nacts, 1);
+	assert_null(dict_act(&F->w, "D1")->value);
+	assert_int_equal(fx_count(F, "owner "), 0);
+	assert_int_equal(fx_count(F, "item "), 0);
+	assert_int_equal(fx_count(F, "comp "), 1); /* just /app */
+	assert_int_equal(fx_count(F, "cex "), 0);
+	assert_int_equal(fx_count(F, "tomb "), 0);
+}
+
+static void
+s17_container_removed_children_elsewhere(void **state)
+{
+	ASSERT_OK(fx_run(F, "U(setup) { #D1=n:v1 #D2=n:v1 } "
+			    "C(D1) { D1/a=1 } C(D2) { D2/b=2 }"));
+	ASSERT_WORLD(F, "D1=v1 D1/a=1 D2=v1 D2/b=2");
+	ASSERT_OK(fx_run(F, "U(setup) { #D2=n:v1 } C(D2) { D2/b=2 }"));
+	ASSERT_WORLD(F, "D2=v1 D2/b=2");
+	assert_int_equal(F->w.nacts, 1); /* delete D1 only */
+	ASSERT_LACKS(F, "owner /@dicts/D1/a -> /app/D1");
+	assert_int_equal(fx_count(F, "item /app/D1 "), 0);
+}
+
+static void
+s18_container_recreated_after_removal(void **state)
+{
+	ASSERT_OK(fx_run(F, D1 " D1/a=1 D1/b=2"));
+	ASSERT_OK(fx_run(F, ""));
+	ASSERT_OK(fx_run(F, D1 " D1/a=3 D1/c=4"));
+	ASSERT_REC(F, "D1/a", "", true, true);
+	ASSERT_REC(F, "D1/c", "", true, true);
+	ASSERT_WORLD(F, "D1=v1 D1/a=3 D1/c=4");
+}
+
+static void
+s19_lossy_change(void **state)
+{
+	ASSERT_OK(fx_run(F, "#D1=l:v1 D1/a=1 D1/b=2"));
+	ASSERT_OK(fx_run(F, "#D1=l:v2 D1/a=1 D1/b=2"));
+	assert_int_equal(dict_rec(&F->w, "D1")->inval, 1);
+	ASSERT_REC(F, "D1/a", "1", true, true);
+	ASSERT_REC(F, "D1/b", "2", true, true);
+	ASSERT_OK(fx_run(F, "#D1=l:v2 D1/a=1 D1/b=2"));
+	ASSERT_REC(F, "D1/a", "1", false, false);
+	assert_int_equal(F->w.nacts, 1); /* the container only */
+}
+
+static void
+s20_destructive_change(void **state)
+{
+	ASSERT_OK(fx_run(F, "#D1=d:v1 D1/a=1 D1/b=2"));
+	ASSERT_OK(fx_run(F, "#D1=d:v2 D1/a=1 D1/b=2"));
+	assert_int_equal(dict_rec(&F->w, "D1")->inval, 2);
+	ASSERT_REC(F, "D1/a", "", true, true);
+	ASSERT_REC(F, "D1/b", "", true, true);
+	ASSERT_WORLD(F, "D1=v2 D1/a=1 D1/b=2");
+	assert_int_equal(fx_count(F, "item /app /@dicts/D1/"), 2);
+	ASSERT_OK(fx_run(F, "#D1=d:v2 D1/a=1 D1/b=2"));
+	assert_int_equal(F->w.nacts, 1);
+}
+
+static void
+s21_destructive_plus_data_change(void **state)
+{
+	ASSERT_OK(fx_run(F, "#D1=d:v1 D1/a=1 D1/b=2"));
+	ASSERT_OK(fx_run(F, "#D1=d:v2 D1/a=1 D1/c=3"));
+	assert_int_equal(dict_nacts(&F->w, "D1/b"), 0); /* no delete of b */
+	ASSERT_WORLD(F, "D1=v2 D1/a=1 D1/c=3");
+	ASSERT_LACKS(F, "owner /@dicts/D1/b -> /app");
+	assert_int_equal(fx_count(F, "item /app /@dicts/D1/"), 2);
+}
+
+static void
+s22_failed_container_creation(void **state)
+{
+	F->w.fail_at = 1;
+	assert_int_not_equal(fx_run(F, D1 " D1/a=1"), 0);
+	ASSERT_WORLD(F, "");
+	F->w.fail_at = 0;
+	ASSERT_OK(fx_run(F, D1 " D1/a=1"));
+	ASSERT_REC(F, "D1", "v1", true, true);
+	ASSERT_REC(F, "D1/a", "", true, true);
+	ASSERT_WORLD(F, "D1=v1 D1/a=1");
+}
+
+static void
+s23_memoized_child_declarer_and_invalidation(void **state)
+{
+	ASSERT_OK(fx_run(F, "#D1=l:v1 M(rows,x) { D1/a=1 }"));
+	ASSERT_OK(fx_run(F, "#D1=l:v1 M(rows,x) { D1/a=1 }"));
+	assert_int_equal(F->stats.unchanged, 1);
+	assert_null(dict_rec(&F->w, "D1/a"));
+	ASSERT_OK(fx_run(F, "#D1=l:v2 M(rows,x) { D1/a=1 }"));
+	ASSERT_REC(F, "D1/a", "1", true, true); /* memo missed: re-run */
+	ASSERT_OK(fx_run(F, "#D1=l:v2 M(rows,x) { D1/a=1 }"));
+	assert_int_equal(F->stats.unchanged, 1);
+	ASSERT_OK(fx_run(F, "#D1=d:v3 M(rows,x) { D1/a=1 }"));
+	ASSERT_REC(F, "D1/a", "", true, true);
+}
+
+static void
+s25_directory_to_component_transition(void **state)
+{
+	ASSERT_OK(fx_run(F, "U(t) { " D1 " }"));
+	ASSERT_OK(fx_run(F, "U(t) { C(D1) { x=1 } }"));
+	ASSERT_WORLD(F, "x=1");
+	assert_null(dict_act(&F->w, "D1")->value);
+	ASSERT_LACKS(F, "owner /@dicts/D1 -> "
+			"/app/t/@tend/mount_target/(\"@dicts\", \"D1\")");
+	ASSERT_HAS(F, "comp /app/t/D1");
+}
+
+/* ---- component tree and GC (26-31) ---- */
+
+static void
+s26_per_item_components(void **state)
+{
+	ASSERT_OK(fx_run(F, "C(D1) { U(setup) { #D1=n:v1 } D1/r=1 } "
+			    "C(D2) { U(setup) { #D2=n:v1 } D2/r=2 }"));
+	ASSERT_WORLD(F, "D1=v1 D1/r=1 D2=v1 D2/r=2");
+	ASSERT_OK(fx_run(F, "C(D2) { U(setup) { #D2=n:v1 } D2/r=2 }"));
+	ASSERT_WORLD(F, "D2=v1 D2/r=2");
+	assert_int_equal(dict_nacts(&F->w, "D1"), 1);
+	assert_int_equal(dict_nacts(&F->w, "D1/r"), 0);
+	assert_int_equal(F->stats.deleted, 3); /* D1, setup, mount_target */
+	ASSERT_OK(fx_run(F, "C(D1) { U(setup) { #D1=n:v1 } D1/r=1 } "
+			    "C(D2) { U(setup) { #D2=n:v1 } D2/r=2 }"));
+	ASSERT_REC(F, "D1/r", "", true, true);
+	assert_int_equal(F->stats.added, 3);
+}
+
+static void
+s27_source_deleted_deletes_its_outputs(void **state)
+{
+	ASSERT_OK(fx_run(F, D1 " C(x) { D1/x1=1 D1/x2=2 } C(y) { D1/y=3 }"));
+	ASSERT_OK(fx_run(F, D1 " C(y) { D1/y=3 }"));
+	ASSERT_WORLD(F, "D1=v1 D1/y=3");
+	ASSERT_REC(F, "D1/x1", "1", false, true);
+	assert_int_equal(F->stats.deleted, 1);
+	ASSERT_LACKS(F, "comp /app/x");
+}
+
+static void
+s28_partially_built_component(void **state)
+{
+	assert_int_not_equal(fx_run(F, "C(p) { U(setup) { #D1=n:v1 } D1/a=1 ! }"),
+	    0);
+	ASSERT_WORLD(F, "D1=v1"); /* the container applied; p's own not */
+	ASSERT_OK(fx_run(F, ""));
+	ASSERT_WORLD(F, "");
+	assert_int_equal(fx_count(F, "comp "), 1);
+}
+
+static void
+s29_gc_failure_then_retry(void **state)
+{
+	ASSERT_OK(fx_run(F, "U(dict) { U(D1) { " D1 " } D1/a=1 }"));
+	F->w.fail_key = strdup("D1");
+	ASSERT_OK(fx_run(F, "")); /* GC errors do not fail the update... */
+	ASSERT_WORLD(F, "D1=v1 D1/a=1");
+	ASSERT_HAS(F, "tomb /app/dict");
+	free(F->w.fail_key);
+	F->w.fail_key = NULL;
+	ASSERT_OK(fx_run(F, ""));
+	ASSERT_WORLD(F, "");
+	assert_int_equal(fx_count(F, "owner "), 0);
+	assert_int_equal(fx_count(F, "tomb "), 0);
+}
+
+static void
+s30_gc_failure_then_redeclare(void **state)
+{
+	ASSERT_OK(fx_run(F, "U(dict) { U(D1) { " D1 " } D1/a=1 }"));
+	F->w.fail_key = strdup("D1");
+	ASSERT_OK(fx_run(F, ""));
+	free(F->w.fail_key);
+	F->w.fail_key = NULL;
+	ASSERT_OK(fx_run(F, "U(dict) { U(D1) { " D1 " } D1/b=2 }"));
+	ASSERT_WORLD(F, "D1=v1 D1/b=2");
+	assert_int_equal(fx_count(F, "tomb "), 0);
+}
+
+static void
+s31_drop(void **state)
+{
+	ASSERT_OK(fx_run(F, "z=0 U(s) { " D1 " } D1/a=1 C(k) { D1/b=2 }"));
+	ASSERT_OK(fx_drop(F));
+	ASSERT_WORLD(F, "");
+	assert_int_equal(fx_count(F, ""), 0);
+	fixture_restart(F);
+	ASSERT_OK(fx_drop(F)); /* never run / already dropped: no-op */
+	ASSERT_OK(fx_run(F, "z=0"));
+	ASSERT_REC(F, "z", "", true, true);
+}
+
+static void
+s31b_drop_in_fresh_process(void **state)
+{
+	ASSERT_OK(fx_run(F, "U(s) { " D1 " } C(k) { D1/b=2 } C(j) { D1/c=3 }"));
+	fixture_restart(F); /* no provider of D1 is registered now */
+	ASSERT_OK(fx_drop(F));
+	ASSERT_WORLD(F, "");
+	assert_int_equal(fx_count(F, ""), 0);
+}
+
+/* ---- ownership transfer (32-40) ---- */
+
+static void
+s32_basic_transfer(void **state)
+{
+	ASSERT_OK(fx_run(F, "C(C1) { x=1 }"));
+	ASSERT_OK(fx_run(F, "C(C2) { x=2 }"));
+	ASSERT_WORLD(F, "x=2");
+	ASSERT_HAS(F, "owner /@dict/x -> /app/C2");
+}
+
+static void
+s33_strict_preempt(void **state)
+{
+	ASSERT_OK(fx_run(F, "C(C1) { x=1 }"));
+	ASSERT_OK(fx_run(F, "C(C2) { x=1 }"));
+	/* C2 submits before C1's GC: taken over, unchanged -> no action */
+	assert_int_equal(F->w.nacts, 0);
+	ASSERT_REC(F, "x", "1", false, false);
+	ASSERT_OK(fx_run(F, "C(C3) { x=2 }"));
+	ASSERT_REC(F, "x", "1", false, true); /* an update, not delete+insert */
+	assert_int_equal(F->w.nacts, 1);
+	ASSERT_HAS(F, "owner /@dict/x -> /app/C3");
+	ASSERT_WORLD(F, "x=2");
+}
+
+static void
+s34_transfer_then_undeclare(void **state)
+{
+	ASSERT_OK(fx_run(F, "C(C1) { x=1 }"));
+	ASSERT_OK(fx_run(F, "C(C2) { x=2 }"));
+	ASSERT_OK(fx_run(F, "C(C2) { }"));
+	assert_int_equal(dict_nacts(&F->w, "x"), 1);
+	ASSERT_WORLD(F, "");
+	assert_int_equal(fx_count(F, "owner "), 0);
+}
+
+static void
+s35_concurrent_order_independence(void **state)
+{
+	ASSERT_OK(fx_run(F, "C(C1) { x=1 }"));
+	ASSERT_OK(fx_run(F, "C(C1) { } C(C2) { x=2 }"));
+	ASSERT_WORLD(F, "x=2");
+	ASSERT_HAS(F, "owner /@dict/x -> /app/C2");
+	/* and the other order */
+	ASSERT_OK(fx_run(F, "C(C3) { x=3 } C(C2) { }"));
+	ASSERT_WORLD(F, "x=3");
+	ASSERT_HAS(F, "owner /@dict/x -> /app/C3");
+}
+
+static void
+s36_multiple_keys(void **state)
+{
+	ASSERT_OK(fx_run(F, "C(C1) { a=1 b=2 }"));
+	ASSERT_OK(fx_run(F, "C(C1) { b=2 } C(C2) { a=3 }"));
+	ASSERT_WORLD(F, "a=3 b=2");
+	ASSERT_HAS(F, "owner /@dict/a -> /app/C2");
+	ASSERT_HAS(F, "owner /@dict/b -> /app/C1");
+}
+
+static void
+s37_chain(void **state)
+{
+	ASSERT_OK(fx_run(F, "C(C1) { x=1 }"));
+	ASSERT_OK(fx_run(F, "C(C2) { x=2 }"));
+	ASSERT_OK(fx_run(F, "C(C3) { x=3 }"));
+	ASSERT_WORLD(F, "x=3");
+	ASSERT_HAS(F, "owner /@dict/x -> /app/C3");
+	assert_int_equal(fx_count(F, "item "), 1);
+}
+
+static void
+s39_transfer_with_failed_sink(void **state)
+{
+	ASSERT_OK(fx_run(F, "C(C1) { x=1 }"));
+	F->w.fail_at = 1;
+	assert_int_not_equal(fx_run(F, "C(C2) { x=2 }"), 0);
+	ASSERT_WORLD(F, "x=1");
+	ASSERT_HAS(F, "owner /@dict/x -> /app/C2");
+	F->w.fail_at = 0;
+	ASSERT_OK(fx_run(F, "C(C2) { x=2 }"));
+	ASSERT_REC(F, "x", "1,2", false, true);
+	ASSERT_WORLD(F, "x=2");
+}
+
+static void
+s39b_transfer_failed_then_unmounted(void **state)
+{
+	ASSERT_OK(fx_run(F, "C(C1) { x=1 }"));
+	F->w.fail_at = 1;
+	assert_int_not_equal(fx_run(F, "C(C2) { x=2 }"), 0);
+	F->w.fail_at = 0;
+	ASSERT_OK(fx_run(F, ""));
+	assert_int_equal(dict_nacts(&F->w, "x"), 1);
+	ASSERT_REC(F, "x", "1,2", false, true);
+	ASSERT_WORLD(F, "");
+	assert_int_equal(fx_count(F, ""), 1); /* comp /app */
+}
+
+static void
+s40_component_deleted_then_another_claims(void **state)
+{
+	ASSERT_OK(fx_run(F, "C(C1) { x=1 }"));
+	ASSERT_OK(fx_run(F, ""));
+	ASSERT_OK(fx_run(F, "C(C2) { x=2 }"));
+	ASSERT_REC(F, "x", "", true, true);
+	ASSERT_WORLD(F, "x=2");
+}
+
+/* ---- attachments (41-43) ---- */
+
+static void
+s41_attachment_lifecycle(void **state)
+{
+	ASSERT_OK(fx_run(F, D1 " D1@items/a=1 D1@items/b=2"));
+	ASSERT_REC(F, "D1/@items/a", "", true, true);
+	ASSERT_OK(fx_run(F, D1 " D1@items/b=2 D1@items/c=3"));
+	ASSERT_REC(F, "D1/@items/a", "1", false, true);
+	ASSERT_WORLD(F, "D1=v1 D1/@items/b=2 D1/@items/c=3");
+	ASSERT_OK(fx_run(F, ""));
+	ASSERT_WORLD(F, "");
+	assert_int_equal(F->w.nacts, 1); /* container delete only */
+	assert_int_equal(fx_count(F, "item "), 0);
+}
+
+static void
+s41b_orphaned_attachment_is_deleted(void **state)
+{
+	ASSERT_OK(fx_run(F, D1 " D1@items/a=1 D1/x=1"));
+	ASSERT_OK(fx_run(F, D1 " D1/x=1")); /* no attachment declared */
+	ASSERT_REC(F, "D1/@items/a", "1", false, true);
+	ASSERT_WORLD(F, "D1=v1 D1/x=1");
+}
+
+static void
+s42_attachment_provider_is_idempotent(void **state)
+{
+	ASSERT_OK(fx_run(F, D1 " D1@items/a=1 D1@items/b=2"));
+	ASSERT_WORLD(F, "D1=v1 D1/@items/a=1 D1/@items/b=2");
+	assert_int_not_equal(fx_run(F, D1 " D1@nope/a=1"), 0);
+	assert_non_null(strstr(tend_error_last(), "failed"));
+}
+
+static void
+s43_independent_attachment_types(void **state)
+{
+	ASSERT_OK(fx_run(F, "#D1=l:v1 D1@items/a=1 D1@tags/a=9"));
+	ASSERT_OK(fx_run(F, "#D1=l:v1 D1@items/a=1"));
+	ASSERT_WORLD(F, "D1=v1 D1/@items/a=1");
+	ASSERT_OK(fx_run(F, "#D1=l:v2 D1@items/a=1"));
+	ASSERT_REC(F, "D1/@items/a", "1", true, true); /* lossy propagates */
+}
+
+/* ---- memoization and full reprocess (44-48, 63-64) ---- */
+
+static void
+s44_component_memo_skip(void **state)
+{
+	ASSERT_OK(fx_run(F, "M(i,v1) { a=1 }"));
+	ASSERT_OK(fx_run(F, "M(i,v1) { a=2 }")); /* same memo key: skipped */
+	ASSERT_WORLD(F, "a=1");
+	assert_int_equal(F->stats.unchanged, 1);
+	ASSERT_OK(fx_run(F, "M(i,v2) { a=2 }"));
+	ASSERT_REC(F, "a", "1", false, true);
+	ASSERT_WORLD(F, "a=2");
+}
+
+static void
+s45_memo_invalidated_by_failed_start(void **state)
+{
+	ASSERT_OK(fx_run(F, "M(i,v1) { a=1 }"));
+	assert_int_not_equal(fx_run(F, "M(i,v2) { a=2 ! }"), 0);
+	ASSERT_LACKS(F, "memo /app/i");
+	ASSERT_OK(fx_run(F, "M(i,v1) { a=1 }"));
+	assert_int_equal(F->stats.unchanged, 0); /* it ran again */
+	ASSERT_REC(F, "a", "1", false, false);
+}
+
+static void
+s46_memo_hit_keeps_states_and_delete_works(void **state)
+{
+	ASSERT_OK(fx_run(F, "M(i,v1) { a=1 } M(j,v1) { b=1 }"));
+	ASSERT_OK(fx_run(F, "M(i,v1) { a=1 }"));
+	ASSERT_WORLD(F, "a=1");
+	assert_int_equal(F->stats.deleted, 1);
+	assert_int_equal(F->stats.unchanged, 1);
+}
+
+static void
+s48_full_reprocess(void **state)
+{
+	ASSERT_OK(fx_run(F, "M(i,v1) { a=1 } b=2"));
+	ASSERT_OK(fx_run(F, "M(i,v1) { a=1 }"));
+	ASSERT_OK(fx_run_opts(F, "M(i,v1) { a=1 }", true, false));
+	ASSERT_REC(F, "a", "1", true, true);
+	assert_int_equal(F->stats.unchanged, 0);
+	assert_null(dict_rec(&F->w, "b")); /* stays deleted */
+	ASSERT_WORLD(F, "a=1");
+	ASSERT_OK(fx_run(F, "M(i,v1) { a=1 }"));
+	assert_int_equal(F->stats.unchanged, 1); /* the memo was rewritten */
+}
+
+static void
+s60_background_child_failure(void **state)
+{
+	assert_int_not_equal(fx_run(F, "r=0 C(C1) { a=1 ! } C(C2) { b=2 }"), 0);
+	ASSERT_WORLD(F, "b=2 r=0");
+	assert_int_equal(F->stats.errors, 1);
+	assert_int_equal(F->ncomp_err_ev, 1);
+}
+
+static void
+s61_use_mount_child_failure(void **state)
+{
+	ASSERT_OK(fx_run(F, "r=0"));
+	assert_int_not_equal(fx_run(F, "U(C1) { ! }"), 0);
+	ASSERT_WORLD(F, "r=0"); /* the root submitted nothing */
+}
+
+static void
+s63_stats(void **state)
+{
+	ASSERT_OK(fx_run(F, "M(a,1) { a=1 } M(b,1) { b=1 } M(c,1) { c=1 }"));
+	assert_int_equal(F->stats.added, 4);
+	ASSERT_OK(fx_run(F, "M(a,1) { a=1 } M(b,1) { b=1 } M(c,1) { c=1 }"));
+	assert_int_equal(F->stats.unchanged, 3);
+	ASSERT_OK(fx_run(F, "M(a,2) { a=2 } M(b,1) { b=1 } M(c,1) { c=1 }"));
+	assert_int_equal(F->stats.reprocessed, 2); /* a and the root */
+	assert_int_equal(F->stats.unchanged, 2);
+	ASSERT_OK(fx_run(F, "M(a,2) { a=2 } M(b,1) { b=1 }"));
+	assert_int_equal(F->stats.deleted, 1);
+}
+
+static void
+s66_same_state_two_components_one_run(void **state)
+{
+	ASSERT_OK(fx_run(F, "C(C1) { x=1 } C(C2) { x=2 }"));
+	ASSERT_WORLD(F, "x=2");
+	ASSERT_HAS(F, "owner /@dict/x -> /app/C2");
+	assert_int_equal(fx_count(F, "item "), 1);
+}
+
+static void
+duplicate_in_one_component_is_an_error(void **state)
+{
+	assert_int_not_equal(fx_run(F, "a=1 a=2"), 0);
+	ASSERT_WORLD(F, "");
+	assert_int_equal(F->ncomp_err_ev, 1);
+}
+
+static void
+children_on_pending_provider_are_rejected(void **state)
+{
+	assert_int_not_equal(fx_run(F, "%D1=n:v1 D1/a=1"), 0);
+	assert_non_null(strstr(tend_error_last(), "failed"));
+	ASSERT_WORLD(F, "");
+}
+
+static void
+s70_crash_mid_sink_leaves_candidates(void **state)
+{
+	/* a kill after the pre-commit is what a failed sink leaves, minus
+	 * the token clearing: both are reconciled against every record */
+	ASSERT_OK(fx_run(F, "a=1 b=1"));
+	F->w.fail_at = 2;
+	F->w.fail_after_write = true;
+	assert_int_not_equal(fx_run(F, "a=2 b=2"), 0);
+	fixture_restart(F);
+	F->w.fail_at = 0;
+	ASSERT_OK(fx_run(F, "a=2 b=2"));
+	ASSERT_WORLD(F, "a=2 b=2");
+	assert_int_equal(fx_count(F, "item "), 2);
+	ASSERT_HAS(F, "item /app /@dict/a [2]");
+	ASSERT_HAS(F, "item /app /@dict/b [2]");
+}
+
+static void
+s71_drop_with_failure(void **state)
+{
+	ASSERT_OK(fx_run(F, "U(s) { " D1 " } D1/a=1"));
+	F->w.fail_key = strdup("D1");
+	assert_int_not_equal(fx_drop(F), 0);
+	ASSERT_HAS(F, "item /app/s/@tend/mount_target/(\"@dicts\", \"D1\") "
+		      "/@dicts/D1 [v1,D] container");
+	free(F->w.fail_key);
+	F->w.fail_key = NULL;
+	ASSERT_OK(fx_drop(F));
+	ASSERT_WORLD(F, "");
+	assert_int_equal(fx_count(F, ""), 0);
+}
+
+static void
+events_report_actions(void **state)
+{
+	ASSERT_OK(fx_run(F, "a=1 b=2"));
+	assert_int_equal(F->nplanned_ev, 2);
+	assert_int_equal(F->napplied_ev, 2);
+	F->w.fail_at = 1;
+	assert_int_not_equal(fx_run(F, "a=3 b=4"), 0);
+	assert_int_equal(F->nfailed_ev, 1);
+	assert_int_equal(F->napplied_ev, 1);
+}
+
+static void
+map_full_grows_and_retries(void **state)
+{
+	struct tend_engine_opts o = {.map_size = 64 * 1024};
+	struct tend_buf s = TEND_BUF_INIT;
+
+	tend_engine_close(F->eng);
+	ASSERT_OK(tend_engine_open(&F->eng, F->state, &o));
+	dict_register(F->eng, &F->w);
+	for (int i = 0; i < 3000; i++)
+		tend_buf_printf(&s, "key%05d=value%d ", i, i);
+	ASSERT_OK(fx_run(F, s.ptr));
+	assert_int_equal(F->w.n, 3000);
+	assert_int_equal(fx_count(F, "item "), 3000);
+	tend_buf_release(&s);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+		T(s01_first_insert),
+		T(s02_unchanged_is_a_noop),
+		T(s03_content_change_updates),
+		T(s04_removed_key_is_deleted),
+		T(s05_reinsert_after_delete),
+		T(s06_interrupted_insert),
+		T(s07_partial_apply_then_undeclare),
+		T(s08_interrupted_update),
+		T(s09_failed_updates_accumulate),
+		T(s10_interrupted_delete),
+		T(s10b_interrupted_delete_then_redeclared),
+		T(s11_restart_after_failed_sink),
+		T(s12_preview_applies_and_persists_nothing),
+		T(s13_container_and_children),
+		T(s14_container_unchanged),
+		T(s15_child_removed_in_existing_container),
+		T(s16_container_removed_with_children),
+		T(s17_container_removed_children_elsewhere),
+		T(s18_container_recreated_after_removal),
+		T(s19_lossy_change),
+		T(s20_destructive_change),
+		T(s21_destructive_plus_data_change),
+		T(s22_failed_container_creation),
+		T(s23_memoized_child_declarer_and_invalidation),
+		T(s25_directory_to_component_transition),
+		T(s26_per_item_components),
+		T(s27_source_deleted_deletes_its_outputs),
+		T(s28_partially_built_component),
+		T(s29_gc_failure_then_retry),
+		T(s30_gc_failure_then_redeclare),
+		T(s31_drop),
+		T(s31b_drop_in_fresh_process),
+		T(s32_basic_transfer),
+		T(s33_strict_preempt),
+		T(s34_transfer_then_undeclare),
+		T(s35_concurrent_order_independence),
+		T(s36_multiple_keys),
+		T(s37_chain),
+		T(s39_transfer_with_failed_sink),
+		T(s39b_transfer_failed_then_unmounted),
+		T(s40_component_deleted_then_another_claims),
+		T(s41_attachment_lifecycle),
+		T(s41b_orphaned_attachment_is_deleted),
+		T(s42_attachment_provider_is_idempotent),
+		T(s43_independent_attachment_types),
+		T(s44_component_memo_skip),
+		T(s45_memo_invalidated_by_failed_start),
+		T(s46_memo_hit_keeps_states_and_delete_works),
+		T(s48_full_reprocess),
+		T(s60_background_child_failure),
+		T(s61_use_mount_child_failure),
+		T(s63_stats),
+		T(s66_same_state_two_components_one_run),
+		T(duplicate_in_one_component_is_an_error),
+		T(children_on_pending_provider_are_rejected),
+		T(s70_crash_mid_sink_leaves_candidates),
+		T(s71_drop_with_failure),
+		T(events_report_actions),
+		T(map_full_grows_and_retries),
+	};
+
+	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
+}
