@@ -282,6 +282,79 @@ tend_engine_subscribe(struct tend_engine *eng, unsigned mask, tend_event_fn *fn,
 	eng->nsubs++;
 }
 
+/* ---- visibility and the batch's plan index ---- */
+
+bool
+tend_provider_visible(const struct pass *pass, const struct tend_provider *p)
+{
+	/* a child provider counts only once its container was applied in
+	 * this pass; an incremental pass (one component, its parent not
+	 * re-run) trusts the containers of earlier passes */
+	return p->handler &&
+	    (p->root || p->seen_pass == pass->id || pass->incremental);
+}
+
+static size_t
+ref_slot(const struct tend_fp *fp, size_t size)
+{
+	uint64_t h;
+
+	memcpy(&h, fp->b + 8, 8);
+	return (size_t)h & (size - 1);
+}
+
+void
+tend_pass_ref_plan(struct pass *pass, struct tend_comp *c, size_t i)
+{
+	if ((pass->nrefs + 1) * 2 > pass->crefs) {
+		struct planref *old = pass->refs;
+		size_t osize = pass->crefs;
+
+		pass->crefs = osize ? osize * 2 : 256;
+		pass->refs = tend_xcalloc(pass->crefs, sizeof *pass->refs);
+		pass->nrefs = 0;
+		for (size_t k = 0; k < osize; k++)
+			if (old[k].comp)
+				tend_pass_ref_plan(pass, old[k].comp,
+				    old[k].index);
+		free(old);
+	}
+	const struct tend_fp *tsid = &c->plans[i].tsid;
+	for (size_t k = ref_slot(tsid, pass->crefs);;
+	     k = (k + 1) & (pass->crefs - 1)) {
+		if (!pass->refs[k].comp) {
+			pass->refs[k] = (struct planref){*tsid, c, i};
+			pass->nrefs++;
+			return;
+		}
+	}
+}
+
+struct plan *
+tend_pass_find_plan(struct pass *pass, const struct tend_fp *tsid,
+    const struct tend_fp *owner)
+{
+	if (!pass->crefs)
+		return NULL;
+	for (size_t k = ref_slot(tsid, pass->crefs); pass->refs[k].comp;
+	     k = (k + 1) & (pass->crefs - 1)) {
+		struct planref *r = &pass->refs[k];
+
+		if (tend_fp_equal(&r->tsid, tsid) &&
+		    tend_fp_equal(&r->comp->cid, owner))
+			return &r->comp->plans[r->index];
+	}
+	return NULL;
+}
+
+static void
+clear_refs(struct pass *pass)
+{
+	if (pass->crefs)
+		memset(pass->refs, 0, pass->crefs * sizeof *pass->refs);
+	pass->nrefs = 0;
+}
+
 /* ---- preview undo log ---- */
 
 void
@@ -568,6 +641,8 @@ precommit_body(struct tend_txn *txn, void *arg)
 {
 	struct batch *b = arg;
 
+	/* re-runnable after a map resize: forget the previous attempt */
+	clear_refs(b->comps[0]->pass);
 	for (size_t i = 0; i < b->n; i++) {
 		int rc = tend_precommit_comp(txn, b->comps[i]);
 		if (rc)
@@ -715,6 +790,7 @@ fulfil(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 		tend_pass_save_provider(pass, cp);
 		cp->gen_id = p->item.gen_id;
 		cp->gen_schema = p->item.gen_schema;
+		cp->seen_pass = pass->id;
 		if (!p->child) {
 			/* the engine resolves what it can, and says why not */
 			if (cp->handler == NULL || !pass->preview) {
@@ -728,13 +804,15 @@ fulfil(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 		}
 		tend_provider_resolve(cp, p->child);
 		p->child = NULL;
+		for (size_t j = 0; j < cp->natt; j++)
+			cp->att[j].prov->seen_pass = pass->id;
 	}
 }
 
 static void
 count_outcome(struct pass *pass, struct tend_comp *c)
 {
-	if (c->in_preflight)
+	if (c->in_preflight || c->retry)
 		return;
 	if (c->failed || c->any_failed) {
 		pass->stats.errors++;
@@ -784,7 +862,7 @@ delete_comp(struct tend_engine *eng, struct pass *pass,
 	c->eng = eng;
 	c->pass = pass;
 	c->mode = MODE_DELETE;
-	c->prev_ngc = SIZE_MAX;
+	c->waiter = -1;
 	c->path = (struct tend_buf)TEND_BUF_INIT;
 	tend_buf_put(&c->path, path, len);
 	c->cid = tend_fp_bytes(path, len);
@@ -849,11 +927,89 @@ prepare_decls(struct tend_comp *c)
 	}
 }
 
-/* Queue the deletion of the children a committed component tombstoned,
- * and the revisit of a deleted component whose children must go first. */
+static void delete_finished(struct tend_engine *eng, struct pass *pass,
+    int waiter, bool done);
+
+static int
+wait_new(struct pass *pass, struct tend_comp *c)
+{
+	if (pass->nwaits == pass->cwaits) {
+		pass->cwaits = pass->cwaits ? pass->cwaits * 2 : 8;
+		pass->waits = tend_xrealloc(pass->waits,
+		    pass->cwaits * sizeof *pass->waits);
+	}
+	struct wait *w = &pass->waits[pass->nwaits];
+	w->cid = c->cid;
+	w->parent_cid = c->parent_cid;
+	w->has_parent = c->has_parent;
+	w->path = tend_xmemdup(c->path.ptr, c->path.len);
+	w->len = c->path.len;
+	w->remaining = c->ngc;
+	w->done = 0;
+	w->parent_waiter = c->waiter;
+	return (int)pass->nwaits++;
+}
+
+/* A deleted child reached an end. When all children of a waiting parent
+ * have, the parent is visited again (it completes once no tombstone is
+ * left), or, if none of them could be deleted, gives up until the next
+ * pass: its own tombstone stays for the retry. */
+static void
+delete_finished(struct tend_engine *eng, struct pass *pass, int waiter,
+    bool done)
+{
+	if (waiter < 0)
+		return;
+	struct wait *w = &pass->waits[waiter];
+	if (done)
+		w->done++;
+	if (--w->remaining > 0)
+		return;
+	if (w->done == 0) {
+		delete_finished(eng, pass, w->parent_waiter, false);
+		return;
+	}
+	struct tend_comp *d = delete_comp(eng, pass, &w->parent_cid,
+	    w->has_parent, w->path, w->len);
+	d->waiter = w->parent_waiter;
+	enqueue(pass, d);
+}
+
+/* After commit: queue the deletion of the children a component
+ * tombstoned, and track deleted components that wait for theirs. */
 static void
 schedule_gc(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 {
+	int waiter = -1;
+
+	if (c->mode == MODE_DELETE) {
+		if (c->in_preflight || c->done) {
+			delete_finished(eng, pass, c->waiter, true);
+			return;
+		}
+		if (c->failed || c->any_failed) {
+			delete_finished(eng, pass, c->waiter, false);
+			return;
+		}
+		if (c->ngc == 0) {
+			/* items wait for a provider: retried at the end */
+			defer(pass, c);
+			delete_finished(eng, pass, c->waiter, false);
+			return;
+		}
+		waiter = wait_new(pass, c);
+	}
+	if (c->mode == MODE_BUILD && c->ndeferred && !c->failed) {
+		/* its undeclared items wait for a container's fate, decided
+		 * later in this pass (its delete): run phase 2 again then */
+		c->keep = true;
+		if (pass->nkept == pass->ckept) {
+			pass->ckept = pass->ckept ? pass->ckept * 2 : 8;
+			pass->kept = tend_xrealloc(pass->kept,
+			    pass->ckept * sizeof *pass->kept);
+		}
+		pass->kept[pass->nkept++] = c;
+	}
 	for (size_t j = 0; j < c->ngc; j++) {
 		struct child_ref *g = &c->gc[j];
 		struct tend_comp *d = delete_comp(eng, pass, &c->cid, true,
@@ -862,23 +1018,8 @@ schedule_gc(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 		/* pre-flight (§2.5): mounted again meanwhile, keep it */
 		if (tend_cidset_has(&pass->built, &g->cid))
 			d->in_preflight = true;
+		d->waiter = waiter;
 		enqueue(pass, d);
-	}
-	if (c->mode != MODE_DELETE || c->done || c->failed || c->any_failed)
-		return;
-	if (c->ndeferred) {
-		defer(pass, c);
-		return;
-	}
-	if (c->ngc && c->ngc < c->prev_ngc) {
-		struct tend_comp *d = delete_comp(eng, pass, &c->parent_cid,
-		    c->has_parent, (const uint8_t *)c->path.ptr, c->path.len);
-
-		d->prev_ngc = c->ngc;
-		enqueue(pass, d);
-	} else if (c->ngc) {
-		/* no progress: the tombstones stay for the next pass */
-		pass->status = TEND_ERROR;
 	}
 }
 
@@ -943,8 +1084,6 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 				plan_event(eng, c, p, k);
 		}
 		count_outcome(pass, c);
-		if (c->mode == MODE_BUILD)
-			pass->stats.deferred += c->ndeferred;
 		if (c->status_out)
 			*c->status_out = c->failed || c->any_failed
 				? TEND_ERROR : 0;
@@ -952,6 +1091,7 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 			pass->root_done = true;
 		schedule_gc(eng, pass, c);
 	}
+	clear_refs(pass);
 	return 0;
 }
 
@@ -973,7 +1113,8 @@ flush(struct tend_engine *eng, struct pass *pass)
 		pass->nqueue -= n;
 		rc = process_batch(eng, pass, &b);
 		for (size_t i = 0; i < b.n; i++)
-			comp_free(b.comps[i]);
+			if (!b.comps[i]->keep)
+				comp_free(b.comps[i]);
 		free(b.comps);
 		if (rc)
 			return rc;
@@ -981,20 +1122,41 @@ flush(struct tend_engine *eng, struct pass *pass)
 	return 0;
 }
 
+static void
+free_kept(struct pass *pass)
+{
+	for (size_t i = 0; i < pass->nkept; i++)
+		comp_free(pass->kept[i]);
+	free(pass->kept);
+	pass->kept = NULL;
+	pass->nkept = pass->ckept = 0;
+}
+
 /* Deletes that waited for a provider (a container's own deletion, say)
  * are retried while they make progress. */
 static int
 retry_deferred(struct tend_engine *eng, struct pass *pass)
 {
-	while (pass->ndeferred) {
-		size_t n = pass->ndeferred;
+	size_t last = SIZE_MAX;
+	int rc = 0;
+
+	while (pass->ndeferred || pass->nkept) {
+		size_t n = pass->ndeferred, nk = pass->nkept, waiting = 0;
 		struct child_ref *list = pass->deferred;
 		struct tend_fp *parents = pass->deferred_parent;
-		int rc;
+		struct tend_comp **kept = pass->kept;
 
+		for (size_t i = 0; i < nk; i++)
+			waiting += kept[i]->ndeferred;
+		waiting += n;
+		if (waiting >= last)
+			break; /* no progress: leave them for the next pass */
+		last = waiting;
 		pass->deferred = NULL;
 		pass->deferred_parent = NULL;
 		pass->ndeferred = pass->cdeferred = 0;
+		pass->kept = NULL;
+		pass->nkept = pass->ckept = 0;
 		for (size_t i = 0; i < n; i++) {
 			bool has_parent = !tend_fp_is_zero(&parents[i]);
 
@@ -1002,14 +1164,21 @@ retry_deferred(struct tend_engine *eng, struct pass *pass)
 			    has_parent, list[i].path, list[i].len));
 			free((void *)list[i].path);
 		}
+		for (size_t i = 0; i < nk; i++) {
+			kept[i]->keep = false;
+			kept[i]->retry = true;
+			enqueue(pass, kept[i]);
+		}
 		free(list);
 		free(parents);
+		free(kept);
 		if ((rc = flush(eng, pass)))
-			return rc;
-		if (pass->ndeferred >= n)
 			break;
 	}
 	pass->stats.deferred += pass->ndeferred;
+	for (size_t i = 0; i < pass->nkept; i++)
+		pass->stats.deferred += pass->kept[i]->ndeferred;
+	free_kept(pass);
 	if (pass->ndeferred && pass->dropping)
 		pass->status = TEND_ERROR;
 	for (size_t i = 0; i < pass->ndeferred; i++)
@@ -1019,7 +1188,7 @@ retry_deferred(struct tend_engine *eng, struct pass *pass)
 	pass->deferred = NULL;
 	pass->deferred_parent = NULL;
 	pass->ndeferred = pass->cdeferred = 0;
-	return 0;
+	return rc;
 }
 
 /* ---- mounting ---- */
@@ -1246,6 +1415,11 @@ pass_end(struct tend_engine *eng, struct pass *pass, int rc,
 	free(pass->deferred);
 	free(pass->deferred_parent);
 	free(pass->built.tab);
+	for (size_t i = 0; i < pass->nwaits; i++)
+		free(pass->waits[i].path);
+	free(pass->waits);
+	free(pass->refs);
+	free_kept(pass);
 	if (pass->preview) {
 		undo_preview(eng, pass);
 		tend_store_hold_abort(eng->st);
@@ -1316,6 +1490,7 @@ tend_engine_run_one(struct tend_engine *eng, const char *app,
 
 	assert(!eng->pass);
 	pass_init(eng, &pass, app, opts);
+	pass.incremental = true;
 	if ((rc = pass_begin(eng, &pass)))
 		return pass_end(eng, &pass, rc, stats_out);
 	/* the root is the parent, but it is neither run nor committed */
@@ -1353,11 +1528,23 @@ tend_engine_drop(struct tend_engine *eng, const char *app,
 	if ((rc = pass_begin(eng, &pass)))
 		return pass_end(eng, &pass, rc, stats_out);
 	tend_key_encode(&path, &k);
-	enqueue(&pass, delete_comp(eng, &pass, NULL, false,
-	    (const uint8_t *)path.ptr, path.len));
+	/* top-down; children of containers wait for their container's
+	 * delete (their provider is not visible in a drop), so go round
+	 * again while rounds make progress */
+	for (int round = 0; round < 16 && rc == 0 && !pass.root_done;
+	     round++) {
+		uint64_t before = pass.stats.deleted + pass.stats.applied;
+
+		enqueue(&pass, delete_comp(eng, &pass, NULL, false,
+		    (const uint8_t *)path.ptr, path.len));
+		if ((rc = flush(eng, &pass)) == 0)
+			rc = retry_deferred(eng, &pass);
+		if (round > 0 &&
+		    pass.stats.deleted + pass.stats.applied == before)
+			break;
+	}
 	tend_buf_release(&path);
-	rc = flush(eng, &pass);
-	if (rc == 0 && !pass.root_done && pass.status == 0)
+	if (rc == 0 && !pass.root_done)
 		pass.status = TEND_ERROR;
 	return pass_end(eng, &pass, rc, stats_out);
 }

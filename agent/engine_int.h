@@ -51,6 +51,7 @@ struct tend_provider {
 	size_t natt;
 	struct tend_provider *hnext; /* registry hash chain */
 	struct tend_provider *parent_container; /* for attachments */
+	uint64_t seen_pass;	     /* last pass that applied its container */
 	uint64_t undo_pass;	     /* preview: saved in this pass */
 	bool preview_new;	     /* preview: created in the preview */
 };
@@ -125,6 +126,7 @@ enum plan_kind {
 	PLAN_DROP,   /* stale or provider gone: forget without action */
 	PLAN_SCHEMA, /* no action, but the parent schema moved on */
 	PLAN_MOVE,   /* taken over from another owner, no action */
+	PLAN_CANCELLED, /* superseded in the same batch by a new owner */
 };
 
 struct plan {
@@ -194,7 +196,9 @@ struct tend_comp {
 	/* commit results */
 	struct child_ref *gc;
 	size_t ngc, cgc;
-	size_t prev_ngc; /* delete revisits: tombstones left last time */
+	int waiter;	 /* delete: index of the parent waiting for us, -1 */
+	bool keep;	 /* build with deferred items: retried at pass end */
+	bool retry;	 /* this run is such a retry: not counted again */
 	bool done;
 	int *status_out; /* use_mount: the outcome, after commit */
 };
@@ -226,8 +230,28 @@ struct undo {
 	bool registered;
 };
 
+/* A deleted component waiting for its tombstoned children. */
+struct wait {
+	struct tend_fp cid, parent_cid;
+	bool has_parent;
+	uint8_t *path;
+	size_t len;
+	size_t remaining; /* children not finished */
+	size_t done;	  /* children deleted */
+	int parent_waiter;
+};
+
+/* Plans of the batch being pre-committed, by tsid, so that a component
+ * taking a state over can cancel the previous owner's pending action. */
+struct planref {
+	struct tend_fp tsid;
+	struct tend_comp *comp;
+	size_t index;
+};
+
 struct pass {
 	uint64_t id;
+	bool incremental; /* run_one: providers of earlier passes count */
 	const char *app;
 	bool full, preview;
 	struct tend_stats stats;
@@ -242,7 +266,20 @@ struct pass {
 	int status;
 	bool dropping;
 	bool root_done;
+	struct wait *waits;
+	size_t nwaits, cwaits;
+	struct tend_comp **kept; /* builds whose phase 2 waited */
+	size_t nkept, ckept;
+	struct planref *refs; /* open addressing, size a power of two */
+	size_t nrefs, crefs;
 };
+
+/* Is provider p visible to this pass (R3, made explicit)? */
+bool tend_provider_visible(const struct pass *pass,
+    const struct tend_provider *p);
+void tend_pass_ref_plan(struct pass *pass, struct tend_comp *c, size_t i);
+struct plan *tend_pass_find_plan(struct pass *pass, const struct tend_fp *tsid,
+    const struct tend_fp *owner);
 
 struct tend_engine {
 	struct tend_store *st;

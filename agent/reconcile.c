@@ -401,13 +401,23 @@ static void
 append_state(struct tend_comp *c, struct item *dst, const struct item *src,
     const struct tend_reconcile_out *out)
 {
-	size_t n = src ? src->nstates : 1;
-	struct state *st = tend_arena_alloc(&c->arena, (n + 1) * sizeof *st);
+	size_t n = 0, have = src ? src->nstates : 1;
+	struct state *st = tend_arena_alloc(&c->arena, (have + 1) * sizeof *st);
 
-	if (src)
-		memcpy(st, src->states, n * sizeof *st);
-	else
-		st[0] = (struct state){.version = 0, .deleted = true};
+	/* an older candidate equal to the new one adds nothing: drop it, so
+	 * repeated failures do not grow the list ([a, D, D, D]) */
+	for (size_t i = 0; i < have; i++) {
+		struct state s = src ? src->states[i]
+				     : (struct state){.deleted = true};
+
+		if (s.deleted && out->record_absent)
+			continue;
+		if (!s.deleted && !out->record_absent &&
+		    s.len == out->record.len &&
+		    (s.len == 0 || memcmp(s.rec, out->record.data, s.len) == 0))
+			continue;
+		st[n++] = s;
+	}
 	st[n].version = c->curr;
 	st[n].deleted = out->record_absent;
 	st[n].rec = out->record_absent ? NULL
@@ -470,6 +480,13 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 			memcpy(tmp.prev_owner.b, v.data, 16);
 			tmp.preempted = true;
 			tmp.claim = true;
+			/* the previous owner's action earlier in this batch
+			 * has not run: it is superseded (last submitter
+			 * wins, and its delete must not undo our write) */
+			struct plan *old = tend_pass_find_plan(c->pass,
+			    &d->tsid, &tmp.prev_owner);
+			if (old && old->kind == PLAN_ACTION)
+				old->kind = PLAN_CANCELLED;
 			item_key(k, &tmp.prev_owner, &d->tsid, pid);
 			rc = tend_store_get(txn, TEND_T_ITEM, k, 40, &v);
 			if (rc == 0) {
@@ -558,6 +575,9 @@ phase2(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *tsid,
 	struct tend_provider *prov = tend_registry_get(&c->eng->reg,
 	    &it->parent);
 	struct tend_reconcile_out out;
+
+	if (prov && !tend_provider_visible(c->pass, prov))
+		prov = NULL;
 	uint64_t pid, pschema;
 	struct tend_key key;
 	size_t nprev;
@@ -774,6 +794,9 @@ tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c)
 	}
 	if ((rc = write_plans(txn, c)))
 		return rc;
+	for (size_t i = 0; i < c->nplans; i++)
+		if (c->plans[i].kind == PLAN_ACTION)
+			tend_pass_ref_plan(c->pass, c, i);
 	bool any = false;
 	for (size_t i = 0; i < c->nplans; i++)
 		if (c->plans[i].kind == PLAN_ACTION)
@@ -1015,24 +1038,27 @@ tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
 				return rc;
 			break;
 		case PLAN_MOVE:
+		case PLAN_CANCELLED:
 			break;
 		}
 	}
 	if (c->mode == MODE_DELETE) {
-		if (c->any_failed || c->ndeferred) {
+		if (c->any_failed) {
 			if (any_action)
 				rc = header_put(txn, c, c->curr, false);
 			else
 				rc = 0;
 			return rc;
 		}
-		/* every child becomes a tombstone; the component is gone
-		 * once they are (it is revisited until then) */
+		/* every child becomes a tombstone and goes first: a child may
+		 * hold the container our deferred items live in. The
+		 * component is gone once its children are (it is visited
+		 * again when they are) and no item is left. */
 		if ((rc = existence_diff(txn, c, true)))
 			return rc;
 		if ((rc = collect_tombs(txn, c)))
 			return rc;
-		if (c->ngc) {
+		if (c->ngc || c->ndeferred) {
 			if (any_action || c->token_was_set)
 				rc = header_put(txn, c, c->curr, false);
 			return rc;

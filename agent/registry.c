@@ -206,6 +206,7 @@ tend_provider_unregister(struct tend_engine *eng, struct tend_provider *p)
 		}
 		a->hnext = eng->graveyard;
 		eng->graveyard = a;
+		free(p->att[i].type);
 	}
 	p->natt = 0;
 	tend_registry_remove(&eng->reg, p);

@@ -427,7 +427,7 @@ tend_store_iter_next(struct tend_iter *it, struct tend_bytes *key,
 	if (rc != 0)
 		return mdb_fail(rc, "cursor next");
 	if (k.mv_size < it->plen ||
-	    memcmp(k.mv_data, it->prefix, it->plen) != 0) {
+	    (it->plen && memcmp(k.mv_data, it->prefix, it->plen) != 0)) {
 		it->done = true;
 		return 0;
 	}

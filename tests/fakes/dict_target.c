@@ -175,7 +175,8 @@ dict_dump(const struct dict_world *w)
 	struct tend_buf b = TEND_BUF_INIT;
 	char **ks = tend_xcalloc(w->n + 1, sizeof *ks);
 
-	memcpy(ks, w->keys, w->n * sizeof *ks);
+	if (w->n)
+		memcpy(ks, w->keys, w->n * sizeof *ks);
 	qsort(ks, w->n, sizeof *ks, cmp_str);
 	for (size_t i = 0; i < w->n; i++)
 		tend_buf_printf(&b, "%s%s=%s", i ? " " : "", ks[i],
