@@ -3,8 +3,11 @@
  */
 #include "dict_target.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -385,6 +388,9 @@ dict_apply(struct tend_sink *sink, struct tend_context *ctx,
 		bool fail = false;
 
 		w->counter++;
+		if (w->crash_at && w->counter == w->crash_at &&
+		    !w->crash_after_write)
+			raise(SIGKILL);
 		if (w->fail_at && w->counter == w->fail_at)
 			fail = true;
 		if (w->fail_key && strcmp(w->fail_key, a->path) == 0)
@@ -424,6 +430,8 @@ dict_apply(struct tend_sink *sink, struct tend_context *ctx,
 			break;
 		}
 		}
+		if (w->crash_at && w->counter == w->crash_at)
+			raise(SIGKILL);
 		log_push(&w->acts, &w->nacts, a->path, a->value, a->prev,
 		    a->missing, true, a->inval);
 		if (fail)
@@ -453,6 +461,52 @@ dict_world_finish(struct dict_world *w)
 	free(w->fail_key);
 	free(w->dir);
 	memset(w, 0, sizeof *w);
+}
+
+void dict_test_put(struct dict_world *w, const char *key, const char *val);
+
+void
+dict_test_put(struct dict_world *w, const char *key, const char *val)
+{
+	world_put(w, key, val);
+}
+
+void
+dict_world_attach_dir(struct dict_world *w, const char *dir)
+{
+	DIR *d;
+	struct dirent *e;
+
+	mkdir(dir, 0755);
+	free(w->dir);
+	w->dir = NULL; /* loading must not write back */
+	if ((d = opendir(dir))) {
+		while ((e = readdir(d))) {
+			struct tend_buf f = TEND_BUF_INIT, key = TEND_BUF_INIT;
+			char val[4096];
+			size_t len = strlen(e->d_name);
+			int fd;
+
+			if (e->d_name[0] == '.' ||
+			    (len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0))
+				continue;
+			tend_buf_printf(&f, "%s/%s", dir, e->d_name);
+			for (const char *p = e->d_name; *p; p++)
+				tend_buf_putc(&key, *p == '%' ? '/' : *p);
+			fd = open(f.ptr, O_RDONLY);
+			ssize_t n = fd >= 0 ? read(fd, val, sizeof val - 1) : -1;
+			if (fd >= 0)
+				close(fd);
+			if (n >= 0) {
+				val[n] = '\0';
+				world_put(w, key.ptr, val);
+			}
+			tend_buf_release(&f);
+			tend_buf_release(&key);
+		}
+		closedir(d);
+	}
+	w->dir = tend_xstrdup(dir);
 }
 
 void

@@ -44,6 +44,10 @@ struct dict_world {
 	unsigned counter;
 	/* fail every action on this world key */
 	char *fail_key;
+	/* SIGKILL ourselves at the k-th action (1-based), before writing
+	 * it or after: for crash tests */
+	unsigned crash_at;
+	bool crash_after_write;
 	/* mirror the world in files under this directory */
 	char *dir;
 	struct tend_sink sink;
@@ -51,6 +55,8 @@ struct dict_world {
 
 void dict_world_init(struct dict_world *w);
 void dict_world_finish(struct dict_world *w);
+/* Mirror the world in files under `dir` (created), loading what is there. */
+void dict_world_attach_dir(struct dict_world *w, const char *dir);
 /* Register "dict" and "dicts" on the engine. */
 void dict_register(struct tend_engine *eng, struct dict_world *w);
 const char *dict_get(const struct dict_world *w, const char *key);

@@ -281,6 +281,12 @@ fx_run_opts(struct fixture *f, const char *script, bool full, bool preview)
 }
 
 int
+fx_run_script(struct fixture *f, const char *script)
+{
+	return fx_run_opts(f, script, false, false);
+}
+
+int
 fx_run(struct fixture *f, const char *script)
 {
 	return fx_run_opts(f, script, false, false);

@@ -44,6 +44,8 @@ int fx_run(struct fixture *f, const char *script);
 int fx_run_opts(struct fixture *f, const char *script, bool full,
     bool preview);
 int fx_drop(struct fixture *f);
+/* fx_run for a fixture whose engine and world the caller set up. */
+int fx_run_script(struct fixture *f, const char *script);
 /* The store (items + owners + comps), one row a line; owned by f. */
 const char *fx_dump(struct fixture *f);
 /* The world "k=v ..." sorted; owned by f. */

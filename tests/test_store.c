@@ -1,0 +1,205 @@
+/*
+ * test_store.c - the LMDB boundary against a real environment: prefix
+ * iteration, sequences, map growth, the format guard, injected commit
+ * failures.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <ftw.h>
+
+#include <cmocka.h>
+
+#include "store.h"
+#include "tend/status.h"
+
+struct fx {
+	char dir[256];
+	struct tend_store *st;
+};
+
+static int
+setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(f->dir, sizeof f->dir, "%s/tend-store-XXXXXX",
+	    tmp && *tmp ? tmp : "/tmp");
+	assert_non_null(mkdtemp(f->dir));
+	*state = f;
+	return 0;
+}
+
+static int
+rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb, (void)flag, (void)ftw;
+	return remove(path);
+}
+
+static int
+teardown(void **state)
+{
+	struct fx *f = *state;
+
+	tend_store_close(f->st);
+	nftw(f->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	assert_int_not_equal(access(f->dir, F_OK), 0);
+	free(f);
+	return 0;
+}
+
+struct kv {
+	const char *k, *v;
+	int n;
+};
+
+static int
+put_body(struct tend_txn *txn, void *arg)
+{
+	struct kv *kv = arg;
+	char key[64];
+
+	for (int i = 0; i < kv->n; i++) {
+		int rc;
+
+		snprintf(key, sizeof key, "%s%06d", kv->k, i);
+		if ((rc = tend_store_put(txn, TEND_T_SIG, key, strlen(key),
+			 kv->v, strlen(kv->v))))
+			return rc;
+	}
+	return 0;
+}
+
+static void
+prefix_iteration_sees_only_the_prefix(void **state)
+{
+	struct fx *f = *state;
+	struct kv a = {"a/", "1", 10}, b = {"b/", "2", 5}, ab = {"a", "3", 1};
+	struct tend_txn *txn;
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	int n = 0;
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	assert_int_equal(tend_store_write(f->st, put_body, &a), 0);
+	assert_int_equal(tend_store_write(f->st, put_body, &b), 0);
+	assert_int_equal(tend_store_write(f->st, put_body, &ab), 0);
+	assert_int_equal(tend_store_read_begin(f->st, &txn), 0);
+	assert_int_equal(tend_store_iter_init(&it, txn, TEND_T_SIG, "a/", 2), 0);
+	while (tend_store_iter_next(&it, &k, &v) == 1) {
+		assert_memory_equal(k.data, "a/", 2);
+		n++;
+	}
+	tend_store_iter_finish(&it);
+	assert_int_equal(n, 10);
+	tend_store_read_end(txn);
+}
+
+static int
+seq_body(struct tend_txn *txn, void *arg)
+{
+	uint64_t *out = arg;
+
+	return tend_store_seq_next(txn, "ids", out);
+}
+
+static void
+sequences_start_at_one_and_persist(void **state)
+{
+	struct fx *f = *state;
+	uint64_t id = 0;
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	assert_int_equal(tend_store_write(f->st, seq_body, &id), 0);
+	assert_int_equal(id, 1);
+	assert_int_equal(tend_store_write(f->st, seq_body, &id), 0);
+	assert_int_equal(id, 2);
+	tend_store_close(f->st);
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	assert_int_equal(tend_store_write(f->st, seq_body, &id), 0);
+	assert_int_equal(id, 3);
+}
+
+static void
+map_full_grows_the_map(void **state)
+{
+	struct fx *f = *state;
+	char big[2000];
+	struct kv kv = {"k", big, 500};
+
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	assert_int_equal(tend_store_open(&f->st, f->dir, 32 * 1024), 0);
+	assert_int_equal(tend_store_write(f->st, put_body, &kv), 0);
+	assert_true(tend_store_map_size(f->st) > 32 * 1024);
+	/* and the data is all there */
+	struct tend_txn *txn;
+	struct tend_bytes v;
+	assert_int_equal(tend_store_read_begin(f->st, &txn), 0);
+	assert_int_equal(tend_store_get(txn, TEND_T_SIG, "k000499", 7, &v), 0);
+	assert_int_equal(v.len, sizeof big - 1);
+	tend_store_read_end(txn);
+}
+
+static int
+format_body(struct tend_txn *txn, void *arg)
+{
+	uint32_t fmt = 99;
+
+	(void)arg;
+	return tend_store_put(txn, TEND_T_META, "format", 6, &fmt, 4);
+}
+
+static void
+newer_format_is_refused_with_a_clear_message(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	assert_int_equal(tend_store_write(f->st, format_body, NULL), 0);
+	tend_store_close(f->st);
+	f->st = NULL;
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), TEND_ERROR);
+	assert_null(f->st);
+	assert_non_null(strstr(tend_error_last(), "newer tend (format 99"));
+}
+
+static void
+injected_commit_failure_writes_nothing(void **state)
+{
+	struct fx *f = *state;
+	struct kv kv = {"z", "1", 3};
+	struct tend_txn *txn;
+	struct tend_bytes v;
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	tend_store_fail_commit_after(f->st, 1);
+	assert_int_equal(tend_store_write(f->st, put_body, &kv), TEND_ERROR);
+	assert_int_equal(tend_store_read_begin(f->st, &txn), 0);
+	assert_int_equal(tend_store_get(txn, TEND_T_SIG, "z000000", 7, &v),
+	    TEND_ENOTFOUND);
+	tend_store_read_end(txn);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+		T(prefix_iteration_sees_only_the_prefix),
+		T(sequences_start_at_one_and_persist),
+		T(map_full_grows_the_map),
+		T(newer_format_is_refused_with_a_clear_message),
+		T(injected_commit_failure_writes_nothing),
+	};
+
+	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
+}
