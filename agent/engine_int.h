@@ -189,6 +189,7 @@ struct tend_comp {
 	struct plan *plans;
 	size_t nplans, cplans;
 	bool existed;
+	uint8_t hdr_flags, stored_flags;
 	uint64_t curr;
 	bool token_was_set;
 	size_t ndeferred;

@@ -88,12 +88,12 @@ tend_inspect_comp_path(struct tend_txn *txn, const struct tend_fp *cid,
 	struct tend_arena a = TEND_ARENA_INIT;
 
 	if (tend_store_get(txn, TEND_T_COMP, cid->b, 16, &v) != 0 ||
-	    v.len < 1 + 8 + 16 + 1 + 16 + 4) {
+	    v.len < 1 + 8 + 16 + 1 + 1 + 16 + 4) {
 		tend_buf_puts(out, "?#");
 		tend_buf_puthex(out, cid->b, 4);
 		return TEND_ENOTFOUND;
 	}
-	size_t pos = 1 + 8 + 16 + 1 + 16;
+	size_t pos = 1 + 8 + 16 + 1 + 1 + 16; /* fmt version token flags has_parent parent */
 	uint32_t plen = (uint32_t)v.data[pos] | (uint32_t)v.data[pos + 1] << 8 |
 	    (uint32_t)v.data[pos + 2] << 16 | (uint32_t)v.data[pos + 3] << 24;
 	pos += 4 + plen;

@@ -183,7 +183,12 @@ struct header {
 	uint64_t version;
 	uint8_t token[16];
 	bool has_token;
+	uint8_t flags;
 };
+
+/* The component has child-existence or tombstone rows: a leaf without
+ * them skips the existence diff (two cursor seeks) at commit. */
+#define HDR_HAS_CHILDREN 1
 
 static int
 header_get(struct tend_txn *txn, const struct tend_fp *cid, struct header *h)
@@ -207,6 +212,8 @@ header_get(struct tend_txn *txn, const struct tend_fp *cid, struct header *h)
 	for (int i = 0; i < 16; i++)
 		if (h->token[i])
 			h->has_token = true;
+	p = get_bytes(&r, 1);
+	h->flags = p ? p[0] : 0;
 	return 0;
 }
 
@@ -221,6 +228,7 @@ header_put(struct tend_txn *txn, struct tend_comp *c, uint64_t version,
 	tend_buf_putc(&b, HDR_FMT);
 	put_u64(&b, version);
 	tend_buf_put(&b, token ? c->eng->token : zero, 16);
+	tend_buf_putc(&b, c->hdr_flags);
 	tend_buf_putc(&b, c->has_parent ? 1 : 0);
 	tend_buf_put(&b, c->parent_cid.b, 16);
 	put_u32(&b, (uint32_t)strlen(c->processor ? c->processor : ""));
@@ -762,9 +770,12 @@ tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c)
 	c->existed = rc == 0;
 	c->token_was_set = h.has_token;
 	c->curr = h.version + 1;
-	if (c->has_parent && c->mode == MODE_BUILD) {
+	c->hdr_flags = h.flags;
+	c->stored_flags = h.flags;
+	if (c->has_parent && c->mode == MODE_BUILD && !c->existed) {
 		/* eager existence row, so a later GC finds this component
-		 * even if its parent never commits */
+		 * even if its parent never commits (a known component has
+		 * one: see the pre-flight skip in commit) */
 		uint8_t k[32];
 		struct tend_bytes v;
 
@@ -982,13 +993,16 @@ tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
 	c->done = false;
 	c->ngc = 0;
 	if (c->in_preflight) {
-		/* re-mounted since it was tombstoned: only the tombstone
-		 * goes (and a memo that might be stale) */
+		/* re-mounted since it was tombstoned: the tombstone goes and
+		 * the existence row comes back */
 		uint8_t k[32];
 
 		memcpy(k, c->parent_cid.b, 16);
 		memcpy(k + 16, c->cid.b, 16);
-		return tend_store_del(txn, TEND_T_TOMB, k, 32);
+		if ((rc = tend_store_del(txn, TEND_T_TOMB, k, 32)))
+			return rc;
+		return tend_store_put(txn, TEND_T_CEX, k, 32, c->path.ptr,
+		    c->path.len);
 	}
 	if (c->failed)
 		return 0;
@@ -1077,15 +1091,28 @@ tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
 		c->done = true;
 		return 0;
 	}
-	if (any_action && (rc = header_put(txn, c, c->curr, false)))
-		return rc;
-	if (c->any_failed)
+	if (c->any_failed) {
+		if (any_action)
+			return header_put(txn, c, c->curr, false);
 		return 0;
-	if ((rc = existence_diff(txn, c, false)))
-		return rc;
+	}
+	if (c->nchildren || (c->stored_flags & HDR_HAS_CHILDREN)) {
+		if ((rc = existence_diff(txn, c, false)))
+			return rc;
+		if ((rc = collect_tombs(txn, c)))
+			return rc;
+	}
+	c->hdr_flags = (uint8_t)((c->hdr_flags & ~HDR_HAS_CHILDREN) |
+	    (c->nchildren || c->ngc ? HDR_HAS_CHILDREN : 0));
+	if (any_action || c->hdr_flags != c->stored_flags ||
+	    (c->token_was_set && !any_action)) {
+		if ((rc = header_put(txn, c, any_action ? c->curr : c->curr,
+			 false)))
+			return rc;
+	}
 	if (c->memoize && !c->child_failed && c->ndeferred == 0 &&
 	    (rc = put_memo(txn, c)))
 		return rc;
 	c->done = true;
-	return collect_tombs(txn, c);
+	return 0;
 }
