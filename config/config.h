@@ -1,0 +1,100 @@
+/*
+ * config.h - tend.conf: parsed from a buffer into plain data.
+ *
+ * git-config syntax: [section] and [section "subsection"] headers,
+ * `key = value` lines, `#` and `;` comments (also after a value), quoted
+ * values with \" \\ \n \t escapes, a trailing backslash continues a line,
+ * a key may repeat (multi-valued keys: include, exclude, tag).
+ *
+ * This module uses only libc and knows nothing about the engine. Every
+ * diagnostic carries file:line, the key, and for an unknown key the
+ * closest known one; all diagnostics are collected, not just the first.
+ */
+#ifndef TEND_CONFIG_H
+#define TEND_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum tend_target_kind {
+	TEND_TARGET_DIR = 1,
+	TEND_TARGET_FILE,
+	TEND_TARGET_GIT,
+};
+
+enum tend_declare_kind {
+	TEND_DECLARE_COPY = 1,
+	TEND_DECLARE_EXEC,
+	TEND_DECLARE_PLUGIN,
+};
+
+struct tend_strv {
+	char **v;
+	size_t n;
+};
+
+struct tend_app_config {
+	char *name;
+	int line; /* of the [app "name"] header */
+	char *source;
+	struct tend_strv include, exclude;
+	bool gitignore;
+	enum tend_declare_kind declare;
+	char *declare_arg;  /* exec: the command; plugin: "FILE.so SYMBOL" */
+	char *declare_text; /* the whole declare value, for fingerprints */
+	char *name_tmpl;    /* entry name template; NULL: {path} */
+	enum tend_target_kind target;
+	char *target_path;
+	unsigned file_mode; /* 0: keep the source's permission bits */
+	bool exclusive;
+	bool manifest;	     /* write a manifest attachment */
+	char *manifest_name; /* default ".tend-manifest" */
+	uint64_t timeout_ms;
+	long max_delete; /* -1: default rule */
+	unsigned jobs;	 /* 0: number of CPUs */
+	/* git */
+	char *ref, *prefix, *message, *author, *executable;
+	struct tend_strv tags;
+	bool allow_checked_out;
+};
+
+struct tend_config {
+	char *state;	/* relative to the workspace; default ".tend" */
+	uint64_t debounce_ms;
+	uint64_t max_delay_ms;
+	struct tend_app_config *apps;
+	size_t napps;
+};
+
+struct tend_diag {
+	char *file;
+	int line;
+	char *key; /* "app.site.target"; may be NULL */
+	char *msg;
+};
+
+struct tend_diags {
+	struct tend_diag *v;
+	size_t n;
+};
+
+/*
+ * Parse `len` bytes of `buf` (named `origin` in messages) into *out.
+ * Returns 0, or -1 with every problem in *diags (the config is then
+ * freed and zeroed). Out of memory aborts.
+ */
+int tend_config_parse(const char *buf, size_t len, const char *origin,
+    struct tend_config *out, struct tend_diags *diags);
+void tend_config_finish(struct tend_config *cfg);
+void tend_diags_finish(struct tend_diags *d);
+/* "file:line: key: message" lines, one per diagnostic. */
+char *tend_diags_format(const struct tend_diags *d);
+
+/* Duration "20ms" "1s" "2m" "500" (ms); returns -1 if malformed. */
+int64_t tend_config_parse_duration(const char *s);
+
+/* The schema as text, for --print-defaults and docs. */
+char *tend_config_describe(void);
+
+#endif

@@ -1,0 +1,225 @@
+/*
+ * test_config.c - tend.conf parsing from buffers: syntax, every key's
+ * validation, diagnostics with file:line, key and suggestion, all at once.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+
+static int
+parse(const char *text, struct tend_config *cfg, char **errs)
+{
+	struct tend_diags d = {0};
+	int rc = tend_config_parse(text, strlen(text), "tend.conf", cfg, &d);
+
+	*errs = tend_diags_format(&d);
+	tend_diags_finish(&d);
+	return rc;
+}
+
+static void
+parses_the_product_example(void **state)
+{
+	const char *text =
+	    "[tend]\n"
+	    "\tstate = .tend              # tracking store\n"
+	    "\tdebounce = 20ms\n"
+	    "\n"
+	    "[app \"site\"]                   # markdown -> html\n"
+	    "\tsource = docs\n"
+	    "\tinclude = *.md\n"
+	    "\tinclude = **/*.markdown\n"
+	    "\texclude = drafts/**        ; repeatable\n"
+	    "\tgitignore = true\n"
+	    "\tdeclare = exec pandoc -f markdown -t html\n"
+	    "\tname = {dir}/{stem}.html\n"
+	    "\ttarget = dir:public\n"
+	    "\tfile-mode = 0644\n"
+	    "\texclusive = false\n"
+	    "[app \"pages\"]\n"
+	    "\tsource = public\n"
+	    "\ttarget = git:.\n"
+	    "\tref = refs/heads/pages\n"
+	    "\tmessage = \"tend: sync {app} # not a comment\"\n"
+	    "\ttag = pages-latest\n";
+	struct tend_config cfg;
+	char *errs;
+
+	(void)state;
+	assert_int_equal(parse(text, &cfg, &errs), 0);
+	assert_string_equal(errs, "");
+	assert_string_equal(cfg.state, ".tend");
+	assert_int_equal(cfg.debounce_ms, 20);
+	assert_int_equal(cfg.napps, 2);
+	struct tend_app_config *a = &cfg.apps[0];
+	assert_string_equal(a->name, "site");
+	assert_string_equal(a->source, "docs");
+	assert_int_equal(a->include.n, 2);
+	assert_string_equal(a->include.v[1], "**/*.markdown");
+	assert_string_equal(a->exclude.v[0], "drafts/**");
+	assert_int_equal(a->declare, TEND_DECLARE_EXEC);
+	assert_string_equal(a->declare_arg, "pandoc -f markdown -t html");
+	assert_string_equal(a->name_tmpl, "{dir}/{stem}.html");
+	assert_int_equal(a->target, TEND_TARGET_DIR);
+	assert_string_equal(a->target_path, "public");
+	assert_int_equal(a->file_mode, 0644);
+	assert_false(a->exclusive);
+	struct tend_app_config *b = &cfg.apps[1];
+	assert_int_equal(b->target, TEND_TARGET_GIT);
+	assert_string_equal(b->message, "tend: sync {app} # not a comment");
+	assert_int_equal(b->tags.n, 1);
+	assert_int_equal(b->declare, TEND_DECLARE_COPY);
+	free(errs);
+	tend_config_finish(&cfg);
+}
+
+static void
+typo_names_line_key_and_suggestion(void **state)
+{
+	const char *text = "[app \"a\"]\n"
+			   "\tsource = src\n"
+			   "\ttraget = dir:out\n";
+	struct tend_config cfg;
+	char *errs;
+
+	(void)state;
+	assert_int_equal(parse(text, &cfg, &errs), -1);
+	assert_non_null(strstr(errs,
+	    "tend.conf:3: app.a.traget: unknown key; did you mean "
+	    "\"target\"?"));
+	/* and the missing target is reported too: all errors at once */
+	assert_non_null(strstr(errs, "tend.conf:1: app.a: missing \"target\""));
+	free(errs);
+}
+
+static void
+every_bad_value_is_reported(void **state)
+{
+	const char *text = "[tend]\n"
+			   "debounce = soon\n"
+			   "[app \"a\"]\n"
+			   "source = /abs\n"
+			   "target = ftp:x\n"
+			   "file-mode = 999\n"
+			   "exclusive = maybe\n"
+			   "declare = run it\n"
+			   "max-delete = -3\n"
+			   "[weird]\n";
+	struct tend_config cfg;
+	char *errs;
+	const char *want[] = {
+	    "tend.conf:2: tend.debounce: expected a duration",
+	    "tend.conf:5: app.a.target: expected dir:PATH",
+	    "tend.conf:6: app.a.file-mode: expected an octal mode",
+	    "tend.conf:7: app.a.exclusive: expected a boolean",
+	    "tend.conf:8: app.a.declare: expected copy, exec CMD",
+	    "tend.conf:9: app.a.max-delete: expected a whole number",
+	    "tend.conf:10: unknown section [weird]",
+	    "source must be relative",
+	};
+
+	(void)state;
+	assert_int_equal(parse(text, &cfg, &errs), -1);
+	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+		if (!strstr(errs, want[i]))
+			fail_msg("missing \"%s\" in:\n%s", want[i], errs);
+	free(errs);
+}
+
+static void
+syntax_errors_have_lines(void **state)
+{
+	struct tend_config cfg;
+	char *errs;
+
+	(void)state;
+	assert_int_equal(parse("[app \"x\n", &cfg, &errs), -1);
+	assert_non_null(strstr(errs, "tend.conf:1: unterminated subsection"));
+	free(errs);
+	assert_int_equal(parse("[tend]\nstate = \"open\n", &cfg, &errs), -1);
+	assert_non_null(strstr(errs, "tend.conf:2: tend.state: unterminated"));
+	free(errs);
+	assert_int_equal(parse("state = x\n", &cfg, &errs), -1);
+	assert_non_null(strstr(errs, "key outside of any section"));
+	free(errs);
+	assert_int_equal(parse("[tend]\nstate = \"a\\q\"\n", &cfg, &errs), -1);
+	assert_non_null(strstr(errs, "unknown escape"));
+	free(errs);
+}
+
+static void
+quoting_escapes_and_continuations(void **state)
+{
+	const char *text = "[app \"a\"]\n"
+			   "source = src\n"
+			   "target = dir:out\n"
+			   "declare = exec printf \"%s\\n\" \\\n"
+			   "   more  # comment\n";
+	struct tend_config cfg;
+	char *errs;
+
+	(void)state;
+	assert_int_equal(parse(text, &cfg, &errs), 0);
+	assert_string_equal(cfg.apps[0].declare_arg, "printf %s\n    more");
+	free(errs);
+	tend_config_finish(&cfg);
+}
+
+static void
+defaults_are_set(void **state)
+{
+	struct tend_config cfg;
+	char *errs;
+
+	(void)state;
+	assert_int_equal(parse("[app \"a\"]\nsource=s\ntarget=dir:o\n", &cfg,
+			     &errs), 0);
+	struct tend_app_config *a = &cfg.apps[0];
+	assert_true(a->gitignore);
+	assert_int_equal(a->declare, TEND_DECLARE_COPY);
+	assert_int_equal(a->timeout_ms, 30000);
+	assert_int_equal(a->max_delete, -1);
+	assert_int_equal(cfg.max_delay_ms, 1000);
+	assert_string_equal(a->ref, "refs/heads/tend");
+	free(errs);
+	tend_config_finish(&cfg);
+	char *desc = tend_config_describe();
+	assert_non_null(strstr(desc, "file-mode"));
+	free(desc);
+}
+
+static void
+durations_parse(void **state)
+{
+	(void)state;
+	assert_int_equal(tend_config_parse_duration("20ms"), 20);
+	assert_int_equal(tend_config_parse_duration("1s"), 1000);
+	assert_int_equal(tend_config_parse_duration("1.5s"), 1500);
+	assert_int_equal(tend_config_parse_duration("2m"), 120000);
+	assert_int_equal(tend_config_parse_duration("0"), 0);
+	assert_int_equal(tend_config_parse_duration("x"), -1);
+	assert_int_equal(tend_config_parse_duration("5 s"), -1);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(parses_the_product_example),
+		cmocka_unit_test(typo_names_line_key_and_suggestion),
+		cmocka_unit_test(every_bad_value_is_reported),
+		cmocka_unit_test(syntax_errors_have_lines),
+		cmocka_unit_test(quoting_escapes_and_continuations),
+		cmocka_unit_test(defaults_are_set),
+		cmocka_unit_test(durations_parse),
+	};
+
+	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}
