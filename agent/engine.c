@@ -677,6 +677,8 @@ plan_event(struct tend_engine *eng, struct tend_comp *c, struct plan *p,
 		.provider = p->prov ? p->prov->name : "",
 		.op = p->op,
 		.invalidation = (int)p->inval,
+		.container = p->item.container,
+		.record_changed = p->record_changed,
 		.nprev = p->nprev,
 		.prev_may_be_missing = p->missing,
 		.status = p->status,
@@ -1313,6 +1315,22 @@ mount_common(struct tend_comp *parent, const struct tend_key *path,
 		    display);
 	free(display);
 	return use ? status : 0;
+}
+
+int
+tend_mount_keep(struct tend_comp *parent, const struct tend_key *path,
+    size_t npath)
+{
+	struct tend_comp *c = comp_new(parent->eng, parent->pass, parent,
+	    (const uint8_t *)parent->path.ptr, parent->path.len,
+	    parent->display, path, npath);
+
+	if (!tend_cidset_has(&parent->pass->built, &c->cid)) {
+		add_child(parent, c);
+		cidset_add(&parent->pass->built, &c->cid);
+	}
+	comp_free(c);
+	return 0;
 }
 
 int

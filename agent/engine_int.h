@@ -149,6 +149,7 @@ struct plan {
 	enum tend_invalidation inval;
 	unsigned nprev;
 	bool missing;
+	bool record_changed;
 	struct tend_key key;
 	/* results */
 	int status;

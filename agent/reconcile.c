@@ -311,6 +311,95 @@ container_alive(struct tend_txn *txn, const struct tend_fp *id)
 	return false;
 }
 
+static void prov_gen(const struct tend_provider *prov, uint64_t *pid,
+    uint64_t *schema);
+
+/*
+ * A container whose component did not run in this pass has no visible
+ * provider. If its connector can rebuild the child handler from the
+ * stored record alone (open_child), do that, so its children are
+ * reconciled (deleted one by one) instead of waiting for the container's
+ * fate. Returns the provider, or NULL.
+ */
+static struct tend_provider *
+reopen(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *id,
+    int depth)
+{
+	struct tend_engine *eng = c->eng;
+	struct tend_bytes v;
+	struct tend_fp parent_id, owner;
+	struct tend_key key;
+	struct item item;
+
+	if (depth > 4 || tend_store_get(txn, TEND_T_NAME, id->b, 16, &v) != 0 ||
+	    v.len < 17)
+		return NULL;
+	memcpy(parent_id.b, v.data, 16);
+	if (tend_key_decode(&key, v.data + 16, v.len - 16, NULL, &c->arena))
+		return NULL;
+	if (key.kind == TEND_KEY_SYMBOL) {
+		/* an attachment namespace: reopen its container */
+		if (!reopen(txn, c, &parent_id, depth + 1))
+			return NULL;
+		struct tend_provider *a = tend_registry_get(&eng->reg, id);
+		return a && a->handler ? a : NULL;
+	}
+	struct tend_provider *parent = tend_registry_get(&eng->reg, &parent_id);
+	if (!parent || !tend_provider_visible(c->pass, parent) ||
+	    !parent->handler->ops->open_child)
+		return NULL;
+	if (tend_store_get(txn, TEND_T_OWNER, id->b, 16, &v) != 0 ||
+	    v.len != 16)
+		return NULL;
+	memcpy(owner.b, v.data, 16);
+	uint64_t ppid, pschema;
+	prov_gen(parent, &ppid, &pschema);
+	uint8_t k[40];
+	item_key(k, &owner, id, ppid);
+	if (tend_store_get(txn, TEND_T_ITEM, k, 40, &v) != 0 ||
+	    tend_item_decode(&item, v.data, v.len, &c->arena) != 0 ||
+	    !item.container)
+		return NULL;
+	const struct state *last = NULL;
+	for (size_t i = 0; i < item.nstates; i++)
+		if (!item.states[i].deleted)
+			last = &item.states[i];
+	if (!last)
+		return NULL;
+	struct tend_bytes rec = {last->rec, last->len};
+	struct tend_handler *h = parent->handler->ops->open_child(
+	    parent->handler, &key, &rec);
+	if (!h)
+		return NULL;
+	struct tend_provider *p = tend_registry_get(&eng->reg, id);
+	if (!p) {
+		struct tend_buf name = TEND_BUF_INIT;
+
+		p = tend_xcalloc(1, sizeof *p);
+		p->id = *id;
+		p->eng = eng;
+		p->name_key = (struct tend_buf)TEND_BUF_INIT;
+		p->name_parent = parent_id;
+		tend_buf_puts(&name, parent->name);
+		tend_buf_putc(&name, '/');
+		tend_key_format(&name, &key);
+		p->name = tend_buf_detach(&name, NULL);
+		tend_registry_put(&eng->reg, p);
+		if (c->pass->preview) {
+			tend_pass_save_provider(c->pass, p);
+			p->preview_new = true;
+		}
+	} else
+		tend_pass_save_provider(c->pass, p);
+	p->gen_id = item.gen_id;
+	p->gen_schema = item.gen_schema;
+	tend_provider_resolve(p, h);
+	p->seen_pass = c->pass->id;
+	for (size_t i = 0; i < p->natt; i++)
+		p->att[i].prov->seen_pass = c->pass->id;
+	return p;
+}
+
 static int
 ensure_name(struct tend_txn *txn, const struct tend_fp *id,
     const struct tend_fp *parent, const uint8_t *key, size_t keylen)
@@ -437,10 +526,16 @@ append_state(struct tend_comp *c, struct item *dst, const struct item *src,
 }
 
 static void
-fill_action(struct plan *p, const struct tend_reconcile_out *out, size_t nprev,
-    bool missing)
+fill_action(struct plan *p, const struct tend_reconcile_out *out,
+    const struct tend_bytes *prev, size_t nprev, bool missing)
 {
 	p->kind = PLAN_ACTION;
+	p->record_changed = out->record_absent || nprev == 0;
+	for (size_t i = 0; i < nprev && !p->record_changed; i++)
+		if (prev[i].len != out->record.len ||
+		    (prev[i].len &&
+			memcmp(prev[i].data, out->record.data, prev[i].len)))
+			p->record_changed = true;
 	p->action = out->action;
 	p->sink = out->sink;
 	p->is_delete = out->record_absent;
@@ -522,7 +617,7 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 		struct plan *p = plan_new(c);
 
 		*p = tmp;
-		fill_action(p, &out, nprev, missing);
+		fill_action(p, &out, prev, nprev, missing);
 		if (it) {
 			p->item = *it;
 		} else {
@@ -586,6 +681,8 @@ phase2(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *tsid,
 
 	if (prov && !tend_provider_visible(c->pass, prov))
 		prov = NULL;
+	if (!prov && container_alive(txn, &it->parent))
+		prov = reopen(txn, c, &it->parent, 0);
 	uint64_t pid, pschema;
 	struct tend_key key;
 	size_t nprev;
@@ -634,7 +731,7 @@ phase2(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *tsid,
 	p->prov = prov;
 	p->key = key;
 	p->item = *it;
-	fill_action(p, &out, nprev, missing);
+	fill_action(p, &out, prev, nprev, missing);
 	p->op = TEND_OP_DELETE;
 	append_state(c, &p->item, it, &out);
 	return 0;

@@ -172,6 +172,14 @@ int tend_use_mount(struct tend_comp *c, const struct tend_key *path,
     size_t npath, tend_comp_fn *fn, void *arg,
     const struct tend_mount_opts *opts);
 
+/*
+ * Keep the child at parent / path... as it is, without running it: its
+ * target states stay and it is not garbage-collected this pass (the
+ * delete brake holds a vanished source item this way).
+ */
+int tend_mount_keep(struct tend_comp *c, const struct tend_key *path,
+    size_t npath);
+
 struct tend_engine *tend_comp_engine(struct tend_comp *c);
 /* The component's readable path ("/site/@files/\"a.md\""); borrowed. */
 const char *tend_comp_path(struct tend_comp *c);

@@ -50,6 +50,10 @@ struct tend_event {
 	const char *key;       /* readable target-state key */
 	enum tend_op op;
 	int invalidation;	   /* enum tend_invalidation */
+	bool container;		   /* the state is a container */
+	/* false for an action that re-applies the same record (a container's
+	 * per-pass refresh, a repair under prev_may_be_missing) */
+	bool record_changed;
 	unsigned nprev;		   /* reconcile inputs, for "why" */
 	bool prev_may_be_missing;
 	int status;		   /* for failures */

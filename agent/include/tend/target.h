@@ -33,6 +33,7 @@
 #define TEND_TARGET_ABI 1
 
 struct tend_arena;
+struct tend_buf;
 struct tend_context;
 struct tend_handler;
 struct tend_sink;
@@ -115,6 +116,25 @@ struct tend_handler_ops {
 	struct tend_handler *(*preview_child)(struct tend_handler *h,
 	    const struct tend_key *key, const void *desired,
 	    size_t desired_len);
+	/*
+	 * Optional: the child handler of the container (key, record) built
+	 * without any I/O from its stored record alone. With it the engine
+	 * can delete the children of a container whose declaring component
+	 * did not run in this pass (tend drop, a target moved elsewhere) one
+	 * by one, before the container goes, instead of trusting the
+	 * container's delete to remove them; and `tend check` can ask
+	 * children for drift.
+	 */
+	struct tend_handler *(*open_child)(struct tend_handler *h,
+	    const struct tend_key *key, const struct tend_bytes *record);
+	/*
+	 * Optional: compare the target with its tracking record (tend
+	 * check). Return 0 if it matches, TEND_ECONFLICT with a reason in
+	 * `why` if it drifted, or an error.
+	 */
+	int (*check)(struct tend_handler *h, struct tend_context *ctx,
+	    const struct tend_key *key, const struct tend_bytes *record,
+	    struct tend_buf *why);
 	/* Free the handler. Required. */
 	void (*destroy)(struct tend_handler *h);
 };

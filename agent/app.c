@@ -1,0 +1,1012 @@
+/*
+ * app.c - from [app] sections to engine passes.
+ *
+ * One pass of an app:
+ *   1. walk the source (sorted, filtered) and compare every file's stat
+ *      signature (size, mtime ns, ctime ns, inode, mode) with the one
+ *      stored in the SIG table: only files whose signature changed are
+ *      read and hashed; a signature within the racy window (mtime too
+ *      close to the scan) is stored as untrusted, so it is hashed again;
+ *   2. the delete brake: if more than the allowed number of previously
+ *      seen items vanished (or the source is suddenly empty), those items
+ *      are kept, not deleted, and the pass reports them;
+ *   3. the engine pass: the root component mounts the target container,
+ *      then one memoized component per file (input: path, content
+ *      fingerprint, mode; logic: the app's declaration settings), whose
+ *      body runs the declaration function;
+ *   4. the SIG table is brought up to date in one transaction.
+ */
+#define _GNU_SOURCE
+#include "app.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec.h"
+#include "fs.h"
+#include "inspect.h"
+#include "store.h"
+#include "tend/arena.h"
+#include "tend/status.h"
+#include "walk.h"
+
+#define RACY_NS (2ull * 1000000000ull)
+#define SIG_VERSION 1
+
+/* ---- workspace ---- */
+
+static char *
+path_join(const char *a, const char *b)
+{
+	struct tend_buf p = TEND_BUF_INIT;
+
+	if (b[0] == '/')
+		tend_buf_puts(&p, b);
+	else if (strcmp(b, ".") == 0)
+		tend_buf_puts(&p, a);
+	else
+		tend_buf_printf(&p, "%s/%s", a, b);
+	return tend_buf_detach(&p, NULL);
+}
+
+int
+tend_ws_load(struct tend_ws *ws, const char *dir, const char *conf,
+    struct tend_buf *err)
+{
+	char cwd[PATH_MAX], *found = NULL;
+	struct tend_buf text = TEND_BUF_INIT;
+	int rc = 0;
+
+	memset(ws, 0, sizeof *ws);
+	if (dir && chdir(dir) != 0) {
+		tend_buf_printf(err, "cannot change to %s: %s\n", dir,
+		    strerror(errno));
+		return TEND_ENOTFOUND;
+	}
+	if (!getcwd(cwd, sizeof cwd)) {
+		tend_buf_printf(err, "getcwd: %s\n", strerror(errno));
+		return TEND_ERROR;
+	}
+	if (conf) {
+		char *abs = path_join(cwd, conf);
+		char *slash = strrchr(abs, '/');
+
+		found = abs;
+		ws->root = strndup(abs, slash && slash != abs
+			? (size_t)(slash - abs) : 1);
+	} else {
+		char probe[PATH_MAX + 16];
+		char *d = strdup(cwd);
+
+		for (;;) {
+			snprintf(probe, sizeof probe, "%s/tend.conf",
+			    strcmp(d, "/") == 0 ? "" : d);
+			if (access(probe, F_OK) == 0) {
+				found = strdup(probe);
+				ws->root = d;
+				break;
+			}
+			char *slash = strrchr(d, '/');
+			if (!slash || strcmp(d, "/") == 0) {
+				free(d);
+				break;
+			}
+			if (slash == d)
+				slash[1] = '\0';
+			else
+				*slash = '\0';
+		}
+		if (!found) {
+			tend_buf_printf(err,
+			    "no tend.conf in %s or any parent directory (use "
+			    "-C DIR or -c FILE)\n",
+			    cwd);
+			return TEND_ENOTFOUND;
+		}
+	}
+	ws->conf_path = found;
+	int fd = open(found, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		tend_buf_printf(err, "%s: %s\n", found, strerror(errno));
+		tend_ws_close(ws);
+		return TEND_ENOTFOUND;
+	}
+	char chunk[8192];
+	ssize_t n;
+	while ((n = read(fd, chunk, sizeof chunk)) > 0 && text.len < (4 << 20))
+		tend_buf_put(&text, chunk, (size_t)n);
+	close(fd);
+	struct tend_diags diags = {0};
+	const char *shown = conf ? conf : "tend.conf";
+	if (tend_config_parse(text.ptr, text.len, shown, &ws->cfg, &diags)) {
+		char *msg = tend_diags_format(&diags);
+
+		tend_buf_puts(err, msg);
+		free(msg);
+		rc = TEND_EINVALID;
+	}
+	tend_diags_finish(&diags);
+	tend_buf_release(&text);
+	if (rc == 0)
+		ws->state_dir = path_join(ws->root, ws->cfg.state);
+	return rc;
+}
+
+int
+tend_ws_open(struct tend_ws *ws)
+{
+	int rc;
+
+	if (ws->eng)
+		return 0;
+	if ((rc = tend_engine_open(&ws->eng, ws->state_dir, NULL)))
+		return rc;
+	tend_engine_set_resource(ws->eng, "workspace", ws->root);
+	return tend_fs_register(ws->eng);
+}
+
+void
+tend_ws_close(struct tend_ws *ws)
+{
+	tend_engine_close(ws->eng);
+	tend_config_finish(&ws->cfg);
+	free(ws->root);
+	free(ws->conf_path);
+	free(ws->state_dir);
+	memset(ws, 0, sizeof *ws);
+}
+
+struct tend_app_config *
+tend_ws_app(struct tend_ws *ws, const char *name)
+{
+	for (size_t i = 0; i < ws->cfg.napps; i++)
+		if (strcmp(ws->cfg.apps[i].name, name) == 0)
+			return &ws->cfg.apps[i];
+	return NULL;
+}
+
+/* ---- source items ---- */
+
+struct sig {
+	uint64_t size, mtime_ns, ctime_ns, ino;
+	uint32_t mode;
+	bool trusted; /* not racy when stored */
+	struct tend_fp fp;
+};
+
+struct item {
+	char *rel;
+	size_t len;
+	struct sig sig;
+	bool hashed; /* read now: the SIG row needs writing */
+};
+
+struct run {
+	struct tend_ws *ws;
+	struct tend_app_config *app;
+	const struct tend_sync_opts *o;
+	struct tend_app_result *res;
+	char *source;	     /* absolute */
+	struct item *items;
+	size_t nitems, citems;
+	char **vanished;     /* held back by the brake */
+	size_t nvanished;
+	struct tend_fp logic;
+	uint64_t scan_ns;
+	char *stage;	     /* staging directory for exec outputs */
+	unsigned stage_seq;
+	struct tend_provider *target;
+};
+
+static uint64_t
+ts_ns(const struct timespec *t)
+{
+	return (uint64_t)t->tv_sec * 1000000000ull + (uint64_t)t->tv_nsec;
+}
+
+static void
+sig_of(struct sig *s, const struct stat *st)
+{
+	s->size = (uint64_t)st->st_size;
+	s->mtime_ns = ts_ns(&st->st_mtim);
+	s->ctime_ns = ts_ns(&st->st_ctim);
+	s->ino = (uint64_t)st->st_ino;
+	s->mode = (uint32_t)st->st_mode;
+}
+
+static bool
+sig_same(const struct sig *a, const struct sig *b)
+{
+	return a->size == b->size && a->mtime_ns == b->mtime_ns &&
+	    a->ctime_ns == b->ctime_ns && a->ino == b->ino && a->mode == b->mode;
+}
+
+static void
+sig_key(struct tend_buf *k, const char *app, const char *rel, size_t len)
+{
+	tend_buf_reset(k);
+	tend_buf_puts(k, app);
+	tend_buf_putc(k, 0);
+	if (len <= 400)
+		tend_buf_put(k, rel, len);
+	else {
+		/* LMDB keys are at most 511 bytes: long paths by digest */
+		struct tend_fp fp = tend_fp_bytes(rel, len);
+
+		tend_buf_put(k, rel, 300);
+		tend_buf_putc(k, 0xff);
+		tend_buf_put(k, fp.b, 16);
+	}
+}
+
+static void
+sig_encode(struct tend_buf *b, const struct sig *s)
+{
+	uint64_t v[4] = {s->size, s->mtime_ns, s->ctime_ns, s->ino};
+
+	tend_buf_putc(b, SIG_VERSION);
+	tend_buf_put(b, v, sizeof v);
+	tend_buf_put(b, &s->mode, 4);
+	tend_buf_putc(b, s->trusted);
+	tend_buf_put(b, s->fp.b, 16);
+}
+
+static bool
+sig_decode(const struct tend_bytes *v, struct sig *s)
+{
+	uint64_t x[4];
+
+	if (v->len != 1 + 32 + 4 + 1 + 16 || v->data[0] != SIG_VERSION)
+		return false;
+	memcpy(x, v->data + 1, 32);
+	s->size = x[0];
+	s->mtime_ns = x[1];
+	s->ctime_ns = x[2];
+	s->ino = x[3];
+	memcpy(&s->mode, v->data + 33, 4);
+	s->trusted = v->data[37] != 0;
+	memcpy(s->fp.b, v->data + 38, 16);
+	return true;
+}
+
+static int
+hash_file(int dirfd, const char *leaf, struct tend_fp *out)
+{
+	int fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct tend_hasher h;
+	char buf[1 << 16];
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	tend_hasher_init(&h);
+	tend_hasher_begin_stream(&h);
+	while ((n = read(fd, buf, sizeof buf)) > 0)
+		tend_hasher_raw(&h, buf, (size_t)n);
+	close(fd);
+	if (n < 0)
+		return -1;
+	*out = tend_hasher_final(&h);
+	return 0;
+}
+
+struct scan {
+	struct run *r;
+	struct tend_txn *txn;
+	struct tend_buf key;
+};
+
+static int
+on_file(const char *rel, size_t len, int dirfd, const char *leaf,
+    const struct stat *st, void *arg)
+{
+	struct scan *s = arg;
+	struct run *r = s->r;
+	struct item it = {0};
+	struct tend_bytes v;
+	struct sig old;
+
+	it.rel = tend_xmemdup(rel, len + 1);
+	it.len = len;
+	sig_of(&it.sig, st);
+	sig_key(&s->key, r->app->name, rel, len);
+	if (tend_store_get(s->txn, TEND_T_SIG, s->key.ptr, s->key.len, &v) ==
+		0 &&
+	    sig_decode(&v, &old) && old.trusted && sig_same(&old, &it.sig)) {
+		it.sig.fp = old.fp;
+		it.sig.trusted = true;
+	} else {
+		if (hash_file(dirfd, leaf, &it.sig.fp) != 0) {
+			/* unreadable: an error of this item, reported by its
+			 * component (the target keeps what it had) */
+			memset(&it.sig.fp, 0, sizeof it.sig.fp);
+			it.sig.mode = 0;
+		}
+		it.hashed = true;
+		it.sig.trusted = it.sig.mode != 0 &&
+		    it.sig.mtime_ns + RACY_NS < r->scan_ns &&
+		    it.sig.ctime_ns + RACY_NS < r->scan_ns;
+		r->res->hashed++;
+	}
+	if (r->nitems == r->citems) {
+		r->citems = r->citems ? r->citems * 2 : 256;
+		r->items = tend_xrealloc(r->items, r->citems * sizeof *r->items);
+	}
+	r->items[r->nitems++] = it;
+	r->res->files++;
+	if (r->o->progress && (r->nitems & 1023) == 0)
+		r->o->progress(r->o->arg, r->app->name, r->res->files,
+		    r->res->hashed);
+	return 0;
+}
+
+static int
+cmp_rel(const void *a, const void *b)
+{
+	const struct item *x = a, *y = b;
+	size_t n = x->len < y->len ? x->len : y->len;
+	int c = memcmp(x->rel, y->rel, n);
+
+	return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+static bool
+have_item(struct run *r, const char *rel, size_t len)
+{
+	struct item probe = {.rel = (char *)rel, .len = len};
+
+	return bsearch(&probe, r->items, r->nitems, sizeof *r->items,
+		   cmp_rel) != NULL;
+}
+
+/* Previously seen source items: how many, and which vanished. */
+static int
+count_previous(struct run *r, struct tend_txn *txn, size_t *nprev)
+{
+	struct tend_buf prefix = TEND_BUF_INIT;
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	int more;
+
+	*nprev = 0;
+	tend_buf_puts(&prefix, r->app->name);
+	tend_buf_putc(&prefix, 0);
+	tend_store_iter_init(&it, txn, TEND_T_SIG, prefix.ptr, prefix.len);
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
+		const char *rel = (const char *)k.data + prefix.len;
+		size_t len = k.len - prefix.len;
+
+		(*nprev)++;
+		if (memchr(rel, 0xff, len) || have_item(r, rel, len))
+			continue;
+		r->vanished = tend_xrealloc(r->vanished,
+		    (r->nvanished + 1) * sizeof *r->vanished);
+		r->vanished[r->nvanished++] = strndup(rel, len);
+	}
+	tend_store_iter_finish(&it);
+	tend_buf_release(&prefix);
+	return more < 0 ? more : 0;
+}
+
+/* ---- names ---- */
+
+/* Expand {path} {dir} {name} {stem} {ext} for a source path. */
+static void
+expand_name(struct tend_buf *out, const char *tmpl, const char *rel)
+{
+	const char *slash = strrchr(rel, '/');
+	const char *name = slash ? slash + 1 : rel;
+	const char *dot = strrchr(name, '.');
+	size_t dirlen = slash ? (size_t)(slash - rel) : 0;
+	size_t stemlen = dot && dot != name ? (size_t)(dot - name)
+					    : strlen(name);
+	const char *ext = dot && dot != name ? dot + 1 : "";
+
+	tend_buf_reset(out);
+	if (!tmpl) {
+		tend_buf_puts(out, rel);
+		return;
+	}
+	for (const char *p = tmpl; *p;) {
+		if (strncmp(p, "{path}", 6) == 0) {
+			tend_buf_puts(out, rel);
+			p += 6;
+		} else if (strncmp(p, "{dir}", 5) == 0) {
+			tend_buf_put(out, rel, dirlen);
+			p += 5;
+		} else if (strncmp(p, "{name}", 6) == 0) {
+			tend_buf_puts(out, name);
+			p += 6;
+		} else if (strncmp(p, "{stem}", 6) == 0) {
+			tend_buf_put(out, name, stemlen);
+			p += 6;
+		} else if (strncmp(p, "{ext}", 5) == 0) {
+			tend_buf_puts(out, ext);
+			p += 5;
+		} else
+			tend_buf_putc(out, *p++);
+	}
+	/* "{dir}/x" at the top level gives "/x": drop the empty segment */
+	while (out->len && out->ptr[0] == '/') {
+		memmove(out->ptr, out->ptr + 1, out->len);
+		out->len--;
+	}
+}
+
+/* ---- declaration functions ---- */
+
+static int
+declare_entry(struct tend_comp *c, struct run *r, const char *name,
+    const char *src, const struct tend_fp *fp, uint64_t size, unsigned mode)
+{
+	struct tend_entry_spec e = {.fp = *fp, .size = size, .mode = mode,
+	    .src = src};
+	struct tend_buf v = TEND_BUF_INIT;
+	struct tend_key k = tend_key_str(name);
+	int rc;
+
+	if ((rc = tend_fs_check_name(name, strlen(name)))) {
+		tend_error_set(rc, "%s: %s", r->app->name, tend_error_last());
+		return rc;
+	}
+	tend_fs_encode_entry(&v, &e);
+	rc = tend_declare(c, r->target, &k, v.ptr, v.len);
+	tend_buf_release(&v);
+	return rc;
+}
+
+static char *
+stage_path(struct run *r)
+{
+	struct tend_buf p = TEND_BUF_INIT;
+
+	if (!r->stage) {
+		struct tend_buf d = TEND_BUF_INIT;
+
+		tend_buf_printf(&d, "%s/tmp", r->ws->state_dir);
+		mkdir(d.ptr, 0700);
+		tend_buf_printf(&d, "/%d", (int)getpid());
+		mkdir(d.ptr, 0700);
+		r->stage = tend_buf_detach(&d, NULL);
+	}
+	tend_buf_printf(&p, "%s/%u", r->stage, r->stage_seq++);
+	return tend_buf_detach(&p, NULL);
+}
+
+static int
+fingerprint_path(const char *path, struct tend_fp *fp, uint64_t *size)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0 || hash_file(AT_FDCWD, path, fp) != 0)
+		return -1;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+struct outwalk {
+	struct tend_comp *c;
+	struct run *r;
+	const char *base;
+	int rc;
+};
+
+static int
+on_out_file(const char *rel, size_t len, int dirfd, const char *leaf,
+    const struct stat *st, void *arg)
+{
+	struct outwalk *w = arg;
+	struct tend_fp fp;
+	char *abs = path_join(w->base, rel);
+	int rc;
+
+	(void)len;
+	if (hash_file(dirfd, leaf, &fp) != 0) {
+		rc = tend_error_set(TEND_ERROR, "read %s: %s", abs,
+		    strerror(errno));
+	} else
+		rc = declare_entry(w->c, w->r, rel, abs, &fp,
+		    (uint64_t)st->st_size, (unsigned)st->st_mode & 0777);
+	free(abs);
+	return rc;
+}
+
+/* exec: stdout is the entry, unless the command made $TEND_OUT: then
+ * every file in it is one (zero, one or many). */
+static int
+run_exec(struct tend_comp *c, struct run *r, const char *rel,
+    const char *name, unsigned mode, char *const *args)
+{
+	char *out = stage_path(r), *dir = stage_path(r);
+	char *src = rel ? path_join(r->source, rel) : NULL;
+	struct tend_buf e1 = TEND_BUF_INIT, e2 = TEND_BUF_INIT,
+			e3 = TEND_BUF_INIT, e4 = TEND_BUF_INIT;
+	int ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int ifd = src ? open(src, O_RDONLY | O_CLOEXEC) : -1;
+	int rc;
+
+	tend_buf_printf(&e1, "TEND_APP=%s", r->app->name);
+	tend_buf_printf(&e2, "TEND_PATH=%s", rel ? rel : "");
+	tend_buf_printf(&e3, "TEND_SOURCE=%s", src ? src : r->source);
+	tend_buf_printf(&e4, "TEND_OUT=%s", dir);
+	char *env[] = {e1.ptr, e2.ptr, e3.ptr, e4.ptr, NULL};
+	struct tend_exec ex = {
+		.cmd = r->app->declare_arg,
+		.cwd = r->source,
+		.env = env,
+		.args = args,
+		.stdin_fd = ifd,
+		.stdout_fd = ofd,
+		.timeout_ms = r->app->timeout_ms,
+	};
+
+	if (ofd < 0)
+		rc = tend_error_set(TEND_ERROR, "stage %s: %s", out,
+		    strerror(errno));
+	else if (src && ifd < 0)
+		rc = tend_error_set(TEND_ERROR, "read %s: %s", src,
+		    strerror(errno));
+	else if ((rc = tend_exec_run(&ex, NULL)) != 0)
+		tend_error_set(rc, "exec `%s` on %s: %s", r->app->declare_arg,
+		    rel ? rel : "(all sources)", tend_error_last());
+	else {
+		struct stat st;
+
+		if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+			struct outwalk w = {c, r, dir, 0};
+			struct tend_walk_opts wo = {0};
+
+			rc = tend_walk(dir, &wo, on_out_file, &w, NULL);
+		} else {
+			struct tend_fp fp;
+			uint64_t size;
+
+			if (fingerprint_path(out, &fp, &size) != 0)
+				rc = tend_error_set(TEND_ERROR, "read %s: %s",
+				    out, strerror(errno));
+			else
+				rc = declare_entry(c, r, name, out, &fp, size,
+				    mode);
+		}
+	}
+	if (ofd >= 0)
+		close(ofd);
+	if (ifd >= 0)
+		close(ifd);
+	tend_buf_release(&e1);
+	tend_buf_release(&e2);
+	tend_buf_release(&e3);
+	tend_buf_release(&e4);
+	free(out);
+	free(dir);
+	free(src);
+	return rc;
+}
+
+struct item_arg {
+	struct run *r;
+	struct item *it;
+};
+
+static int
+item_body(struct tend_comp *c, void *arg)
+{
+	struct item_arg *a = arg;
+	struct run *r = a->r;
+	struct item *it = a->it;
+	struct tend_buf name = TEND_BUF_INIT;
+	unsigned mode = it->sig.mode & 0777;
+	int rc;
+
+	if (it->sig.mode == 0)
+		return tend_error_set(TEND_ERROR, "%s/%s: cannot read",
+		    r->app->source, it->rel);
+	expand_name(&name, r->app->name_tmpl, it->rel);
+	if (r->app->declare == TEND_DECLARE_COPY) {
+		char *src = path_join(r->source, it->rel);
+
+		rc = declare_entry(c, r, name.ptr, src, &it->sig.fp,
+		    it->sig.size, mode);
+		free(src);
+	} else if (r->app->declare == TEND_DECLARE_EXEC)
+		rc = run_exec(c, r, it->rel, name.ptr, mode, NULL);
+	else
+		rc = tend_error_set(TEND_ERROR,
+		    "%s: plugin declarations are not available in this build",
+		    r->app->name);
+	tend_buf_release(&name);
+	return rc;
+}
+
+static int
+aggregate_body(struct tend_comp *c, void *arg)
+{
+	struct run *r = arg;
+	char **args = tend_xcalloc(r->nitems + 1, sizeof *args);
+	int rc;
+
+	for (size_t i = 0; i < r->nitems; i++)
+		args[i] = r->items[i].rel;
+	rc = run_exec(c, r, NULL, r->app->target_path, 0644, args);
+	free(args);
+	return rc;
+}
+
+static struct tend_fp
+item_input(const struct item *it)
+{
+	struct tend_hasher h;
+
+	tend_hasher_init(&h);
+	tend_hasher_bytes(&h, it->rel, it->len);
+	tend_hasher_fp(&h, &it->sig.fp);
+	tend_hasher_int(&h, it->sig.mode & 0777);
+	return tend_hasher_final(&h);
+}
+
+static int
+root_body(struct tend_comp *c, void *arg)
+{
+	struct run *r = arg;
+	struct tend_engine *eng = tend_comp_engine(c);
+	int rc;
+
+	if (r->app->target == TEND_TARGET_DIR) {
+		struct tend_dir_spec spec = {
+			.file_mode = r->app->file_mode,
+			.exclusive = r->app->exclusive,
+			.manifest = r->app->manifest,
+		};
+		struct tend_buf v = TEND_BUF_INIT;
+		struct tend_key k = tend_key_str(r->app->target_path);
+
+		tend_fs_encode_dir(&v, &spec);
+		rc = tend_mount_target(c, tend_engine_root(eng, TEND_FS_DIR),
+		    &k, v.ptr, v.len, &r->target);
+		tend_buf_release(&v);
+		if (rc)
+			return rc;
+	} else if (r->app->target == TEND_TARGET_FILE) {
+		struct tend_hasher h;
+		struct tend_mount_opts o = {.processor = "aggregate",
+		    .memo = true, .logic_fp = r->logic};
+		struct tend_key path = tend_key_symbol("aggregate");
+
+		r->target = tend_engine_root(eng, TEND_FS_FILE);
+		tend_hasher_init(&h);
+		for (size_t i = 0; i < r->nitems; i++) {
+			struct tend_fp in = item_input(&r->items[i]);
+			tend_hasher_fp(&h, &in);
+		}
+		o.input_fp = tend_hasher_final(&h);
+		return tend_mount(c, &path, 1, aggregate_body, r, &o);
+	} else
+		return tend_error_set(TEND_ERROR,
+		    "%s: git targets are not available in this build",
+		    r->app->name);
+	for (size_t i = 0; i < r->nitems; i++) {
+		struct item *it = &r->items[i];
+		struct tend_key path[2] = {tend_key_symbol("files"),
+		    tend_key_strn(it->rel, it->len)};
+		struct tend_mount_opts o = {
+			.processor = r->app->declare == TEND_DECLARE_EXEC
+			    ? "exec" : "copy",
+			.memo = it->sig.mode != 0,
+			.input_fp = item_input(it),
+			.logic_fp = r->logic,
+		};
+		struct item_arg a = {r, it};
+
+		if ((rc = tend_mount(c, path, 2, item_body, &a, &o)))
+			return rc;
+	}
+	for (size_t i = 0; i < r->nvanished; i++) {
+		struct tend_key path[2] = {tend_key_symbol("files"),
+		    tend_key_str(r->vanished[i])};
+
+		tend_mount_keep(c, path, 2);
+	}
+	return 0;
+}
+
+/* ---- SIG upkeep ---- */
+
+static int
+sig_body(struct tend_txn *txn, void *arg)
+{
+	struct run *r = arg;
+	struct tend_buf k = TEND_BUF_INIT, v = TEND_BUF_INIT;
+	int rc = 0;
+
+	for (size_t i = 0; i < r->nitems && rc == 0; i++) {
+		struct item *it = &r->items[i];
+
+		if (!it->hashed || it->sig.mode == 0)
+			continue;
+		sig_key(&k, r->app->name, it->rel, it->len);
+		tend_buf_reset(&v);
+		sig_encode(&v, &it->sig);
+		rc = tend_store_put(txn, TEND_T_SIG, k.ptr, k.len, v.ptr, v.len);
+	}
+	/* forget vanished items, unless the brake holds them */
+	if (rc == 0 && !r->res->held_deletes) {
+		struct tend_buf prefix = TEND_BUF_INIT;
+		struct tend_iter it;
+		struct tend_bytes kk, vv;
+		char **gone = NULL;
+		size_t ngone = 0;
+		int more;
+
+		tend_buf_puts(&prefix, r->app->name);
+		tend_buf_putc(&prefix, 0);
+		tend_store_iter_init(&it, txn, TEND_T_SIG, prefix.ptr,
+		    prefix.len);
+		while ((more = tend_store_iter_next(&it, &kk, &vv)) == 1) {
+			const char *rel = (const char *)kk.data + prefix.len;
+			size_t len = kk.len - prefix.len;
+
+			if (!memchr(rel, 0xff, len) && have_item(r, rel, len))
+				continue;
+			gone = tend_xrealloc(gone, (ngone + 1) * sizeof *gone);
+			gone[ngone] = tend_xmalloc(kk.len + sizeof(size_t));
+			memcpy(gone[ngone], &kk.len, sizeof(size_t));
+			memcpy(gone[ngone] + sizeof(size_t), kk.data, kk.len);
+			ngone++;
+		}
+		tend_store_iter_finish(&it);
+		for (size_t i = 0; i < ngone; i++) {
+			size_t len;
+
+			memcpy(&len, gone[i], sizeof len);
+			if (rc == 0)
+				rc = tend_store_del(txn, TEND_T_SIG,
+				    gone[i] + sizeof(size_t), len);
+			free(gone[i]);
+		}
+		free(gone);
+		tend_buf_release(&prefix);
+	}
+	tend_buf_release(&k);
+	tend_buf_release(&v);
+	return rc;
+}
+
+/* ---- one pass ---- */
+
+static struct tend_fp
+app_logic(const struct tend_app_config *a)
+{
+	struct tend_hasher h;
+
+	tend_hasher_init(&h);
+	tend_hasher_str(&h, "tend-app-logic-1");
+	tend_hasher_str(&h, a->declare_text);
+	tend_hasher_str(&h, a->name_tmpl ? a->name_tmpl : "{path}");
+	tend_hasher_int(&h, a->target);
+	tend_hasher_str(&h, a->target_path);
+	return tend_hasher_final(&h);
+}
+
+/* Is `inner` (relative to the workspace) inside `outer`? Then the
+ * relative path from outer to inner goes into *rel. */
+static bool
+inside(const char *outer, const char *inner, char **rel)
+{
+	size_t ol = strlen(outer);
+
+	if (strcmp(outer, ".") == 0) {
+		*rel = strdup(inner);
+		return true;
+	}
+	if (strncmp(outer, inner, ol) != 0 || (inner[ol] != '/' && inner[ol]))
+		return false;
+	*rel = strdup(inner[ol] ? inner + ol + 1 : ".");
+	return true;
+}
+
+static void
+rm_tree(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+
+	if (d) {
+		while ((e = readdir(d))) {
+			char *p;
+
+			if (strcmp(e->d_name, ".") == 0 ||
+			    strcmp(e->d_name, "..") == 0)
+				continue;
+			p = path_join(path, e->d_name);
+			struct stat st;
+			if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+				rm_tree(p);
+			else
+				unlink(p);
+			free(p);
+		}
+		closedir(d);
+	}
+	rmdir(path);
+}
+
+int
+tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
+    const struct tend_sync_opts *o, struct tend_app_result *res)
+{
+	struct run r = {.ws = ws, .app = app, .o = o, .res = res};
+	struct tend_txn *txn = NULL;
+	struct scan scan = {.r = &r};
+	char *skip[3] = {NULL, NULL, NULL};
+	size_t nskip = 0, nprev = 0;
+	struct timespec now;
+	int rc;
+
+	memset(res, 0, sizeof *res);
+	if ((rc = tend_ws_open(ws)))
+		return rc;
+	r.source = path_join(ws->root, app->source);
+	r.logic = app_logic(app);
+	clock_gettime(CLOCK_REALTIME, &now);
+	r.scan_ns = ts_ns(&now);
+	/* an unmounted or missing source must never wipe a target */
+	struct stat st;
+	if (stat(r.source, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		char msg[PATH_MAX + 128];
+		snprintf(msg, sizeof msg,
+		    "source %s is missing or not a directory: nothing done "
+		    "(its targets are kept)",
+		    app->source);
+		res->error = strdup(msg);
+		rc = tend_error_set(TEND_ERROR, "%s", msg);
+		goto out;
+	}
+	/* never read what we write, nor our own state */
+	char *rel;
+	if (app->target == TEND_TARGET_DIR &&
+	    inside(app->source, app->target_path, &rel)) {
+		if (strcmp(rel, ".") == 0) {
+			free(rel);
+			res->error = strdup("target and source are the same "
+					    "directory");
+			rc = tend_error_set(TEND_ERROR, "%s: %s", app->name,
+			    res->error);
+			goto out;
+		}
+		skip[nskip++] = rel;
+	}
+	if (app->target == TEND_TARGET_FILE &&
+	    inside(app->source, app->target_path, &rel))
+		skip[nskip++] = rel;
+	if (inside(app->source, ws->cfg.state, &rel))
+		skip[nskip++] = rel;
+	struct tend_walk_opts wo = {
+		.include = app->include.v,
+		.ninclude = app->include.n,
+		.exclude = app->exclude.v,
+		.nexclude = app->exclude.n,
+		.gitignore = app->gitignore,
+		.skip = skip,
+		.nskip = nskip,
+	};
+	scan.key = (struct tend_buf)TEND_BUF_INIT;
+	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
+		goto out;
+	scan.txn = txn;
+	unsigned skipped = 0;
+	rc = tend_walk(r.source, &wo, on_file, &scan, &skipped);
+	res->skipped = skipped;
+	if (rc == 0) {
+		qsort(r.items, r.nitems, sizeof *r.items, cmp_rel);
+		rc = count_previous(&r, txn, &nprev);
+	}
+	tend_store_read_end(txn);
+	tend_buf_release(&scan.key);
+	if (rc)
+		goto out;
+	if (o->progress)
+		o->progress(o->arg, app->name, res->files, res->hashed);
+	/* the delete brake */
+	bool trip;
+	if (app->max_delete >= 0)
+		trip = r.nvanished > (size_t)app->max_delete;
+	else
+		trip = (r.nvanished * 2 > nprev && r.nvanished >= 20) ||
+		    (r.nitems == 0 && nprev > 0);
+	if (trip && !o->allow_delete && r.nvanished) {
+		res->held_deletes = r.nvanished;
+	} else {
+		for (size_t i = 0; i < r.nvanished; i++)
+			free(r.vanished[i]);
+		r.nvanished = 0;
+	}
+	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
+	rc = tend_engine_run(ws->eng, app->name, root_body, &r, &po,
+	    &res->stats);
+	if (!o->preview) {
+		int src = tend_store_write(tend_engine_store(ws->eng), sig_body,
+		    &r);
+		if (src && !rc)
+			rc = src;
+	}
+	if (res->held_deletes && rc == 0)
+		rc = tend_error_set(TEND_ERROR,
+		    "%s: %llu source items vanished; their deletes are held "
+		    "back (tend sync --allow-delete, or raise max-delete)",
+		    app->name, (unsigned long long)res->held_deletes);
+out:
+	if (r.stage)
+		rm_tree(r.stage);
+	free(r.stage);
+	for (size_t i = 0; i < nskip; i++)
+		free(skip[i]);
+	for (size_t i = 0; i < r.nitems; i++)
+		free(r.items[i].rel);
+	free(r.items);
+	for (size_t i = 0; i < r.nvanished; i++)
+		free(r.vanished[i]);
+	free(r.vanished);
+	free(r.source);
+	return rc;
+}
+
+void
+tend_app_result_finish(struct tend_app_result *res)
+{
+	free(res->error);
+	res->error = NULL;
+}
+
+int
+tend_ws_tracked_apps(struct tend_ws *ws, char ***out, size_t *n)
+{
+	struct tend_txn *txn;
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	struct tend_arena a = TEND_ARENA_INIT;
+	int rc, more;
+
+	*out = NULL;
+	*n = 0;
+	if ((rc = tend_ws_open(ws)))
+		return rc;
+	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
+		return rc;
+	tend_store_iter_init(&it, txn, TEND_T_COMP, NULL, 0);
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
+		/* header: fmt, version, token, flags, has_parent, parent,
+		 * processor, path */
+		size_t pos = 1 + 8 + 16 + 1;
+		if (v.len < pos + 1 + 16 + 4 || v.data[pos] != 0)
+			continue; /* has a parent: not an app root */
+		pos += 1 + 16;
+		uint32_t plen;
+		memcpy(&plen, v.data + pos, 4);
+		pos += 4 + plen;
+		if (pos + 4 > v.len)
+			continue;
+		uint32_t len;
+		memcpy(&len, v.data + pos, 4);
+		pos += 4;
+		struct tend_key key;
+		size_t used;
+		if (pos + len > v.len ||
+		    tend_key_decode(&key, v.data + pos, len, &used, &a) ||
+		    used != len || key.kind != TEND_KEY_STR)
+			continue;
+		*out = tend_xrealloc(*out, (*n + 1) * sizeof **out);
+		(*out)[(*n)++] = strndup(key.u.s.ptr, key.u.s.len);
+	}
+	tend_store_iter_finish(&it);
+	tend_store_read_end(txn);
+	tend_arena_finish(&a);
+	return more < 0 ? more : 0;
+}

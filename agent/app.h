@@ -1,0 +1,72 @@
+/*
+ * app.h - a workspace and its apps: what `tend sync`, `plan`, `check` and
+ * `drop` do, above the engine.
+ *
+ * A workspace is a directory with a tend.conf, found like git finds a
+ * repository. Each [app] becomes a root component that mounts its target
+ * container, walks its source tree and mounts one memoized component per
+ * source file; the file's declaration function (copy, exec) declares the
+ * entries.
+ */
+#ifndef TEND_APP_H
+#define TEND_APP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "tend/buf.h"
+#include "tend/engine.h"
+
+struct tend_ws {
+	char *root;	 /* absolute workspace directory */
+	char *conf_path; /* absolute path of tend.conf */
+	char *state_dir; /* absolute */
+	struct tend_config cfg;
+	struct tend_engine *eng;
+};
+
+/*
+ * Find the workspace (from `dir`, or the cwd, upwards to the first
+ * tend.conf; `conf` names the config file instead) and parse its config.
+ * Returns 0, TEND_ENOTFOUND (no workspace), or TEND_EINVALID with every
+ * config diagnostic in `err`.
+ */
+int tend_ws_load(struct tend_ws *ws, const char *dir, const char *conf,
+    struct tend_buf *err);
+/* Open the tracking store and register the built-in connectors. */
+int tend_ws_open(struct tend_ws *ws);
+void tend_ws_close(struct tend_ws *ws);
+
+struct tend_app_config *tend_ws_app(struct tend_ws *ws, const char *name);
+
+struct tend_sync_opts {
+	bool full;
+	bool preview;
+	bool allow_delete;
+	/* progress: called now and then during the walk */
+	void (*progress)(void *arg, const char *app, uint64_t scanned,
+	    uint64_t hashed);
+	void *arg;
+};
+
+struct tend_app_result {
+	struct tend_stats stats;
+	uint64_t files;	  /* source files matched */
+	uint64_t hashed;  /* of which read and hashed (signature changed) */
+	uint64_t skipped; /* symlinks, unreadable entries */
+	uint64_t held_deletes; /* source items whose deletion was held */
+	char *error;	       /* app-level failure (NULL if none) */
+};
+
+/* Run one pass of `app`. Returns 0, or TEND_ERROR when anything failed or
+ * deletes were held (res says what). */
+int tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
+    const struct tend_sync_opts *o, struct tend_app_result *res);
+void tend_app_result_finish(struct tend_app_result *res);
+
+/* Names of apps with tracked state (including ones gone from the
+ * config), sorted; caller frees each and the array. */
+int tend_ws_tracked_apps(struct tend_ws *ws, char ***out, size_t *n);
+
+#endif

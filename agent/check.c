@@ -1,0 +1,210 @@
+/*
+ * check.c - listing an app's tracked target states and comparing them
+ * with the targets (tend ls, tend check).
+ *
+ * Both walk the component headers of the app, then each component's item
+ * rows. A check needs each state's handler outside of any pass: root
+ * providers are registered; a container's children get theirs from the
+ * container connector's open_child, fed the container's stored record.
+ */
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_int.h"
+#include "inspect.h"
+#include "tend/status.h"
+
+struct opened {
+	struct tend_fp id;
+	struct tend_handler *h;
+};
+
+struct walk {
+	struct tend_engine *eng;
+	struct tend_txn *txn;
+	struct tend_arena arena;
+	struct opened *open;
+	size_t nopen;
+};
+
+/* The app a component belongs to is the first key of its path. */
+static bool
+comp_in_app(const struct tend_bytes *hdr, const char *app, struct tend_arena *a)
+{
+	size_t pos = 1 + 8 + 16 + 1 + 1 + 16;
+	uint32_t plen, len;
+	struct tend_key k;
+	size_t used;
+
+	if (hdr->len < pos + 4)
+		return false;
+	memcpy(&plen, hdr->data + pos, 4);
+	pos += 4 + plen;
+	if (pos + 4 > hdr->len)
+		return false;
+	memcpy(&len, hdr->data + pos, 4);
+	pos += 4;
+	if (pos + len > hdr->len ||
+	    tend_key_decode(&k, hdr->data + pos, len, &used, a))
+		return false;
+	return !app || (k.kind == TEND_KEY_STR && k.u.s.len == strlen(app) &&
+			   memcmp(k.u.s.ptr, app, k.u.s.len) == 0);
+}
+
+static struct tend_handler *
+handler_for(struct walk *w, const struct tend_fp *parent)
+{
+	struct tend_provider *p = tend_registry_get(&w->eng->reg, parent);
+	struct tend_bytes v;
+	struct tend_fp gp, owner;
+	struct tend_key key;
+	struct item item;
+
+	if (p && p->root)
+		return p->handler;
+	for (size_t i = 0; i < w->nopen; i++)
+		if (tend_fp_equal(&w->open[i].id, parent))
+			return w->open[i].h;
+	struct tend_handler *h = NULL;
+	if (tend_store_get(w->txn, TEND_T_NAME, parent->b, 16, &v) != 0 ||
+	    v.len < 17)
+		goto out;
+	memcpy(gp.b, v.data, 16);
+	if (tend_key_decode(&key, v.data + 16, v.len - 16, NULL, &w->arena) ||
+	    key.kind == TEND_KEY_SYMBOL)
+		goto out;
+	struct tend_provider *gpp = tend_registry_get(&w->eng->reg, &gp);
+	if (!gpp || !gpp->root || !gpp->handler->ops->open_child)
+		goto out;
+	if (tend_store_get(w->txn, TEND_T_OWNER, parent->b, 16, &v) != 0 ||
+	    v.len != 16)
+		goto out;
+	memcpy(owner.b, v.data, 16);
+	uint8_t k[40];
+	memcpy(k, owner.b, 16);
+	memcpy(k + 16, parent->b, 16);
+	memset(k + 32, 0, 8);
+	if (tend_store_get(w->txn, TEND_T_ITEM, k, 40, &v) != 0 ||
+	    tend_item_decode(&item, v.data, v.len, &w->arena) != 0)
+		goto out;
+	for (size_t i = item.nstates; i-- > 0;) {
+		if (item.states[i].deleted)
+			continue;
+		struct tend_bytes rec = {item.states[i].rec, item.states[i].len};
+		h = gpp->handler->ops->open_child(gpp->handler, &key, &rec);
+		break;
+	}
+out:
+	w->open = tend_xrealloc(w->open, (w->nopen + 1) * sizeof *w->open);
+	w->open[w->nopen].id = *parent;
+	w->open[w->nopen].h = h;
+	w->nopen++;
+	return h;
+}
+
+static int
+visit(struct tend_engine *eng, const char *app, bool check,
+    tend_state_fn *fn, void *arg, unsigned *ndrift)
+{
+	struct walk w = {.eng = eng, .arena = TEND_ARENA_INIT};
+	struct tend_iter ci;
+	struct tend_bytes ck, cv;
+	struct tend_fp *cids = NULL;
+	size_t ncids = 0;
+	int rc, more;
+
+	if (ndrift)
+		*ndrift = 0;
+	if ((rc = tend_store_read_begin(eng->st, &w.txn)))
+		return rc;
+	tend_store_iter_init(&ci, w.txn, TEND_T_COMP, NULL, 0);
+	while ((more = tend_store_iter_next(&ci, &ck, &cv)) == 1) {
+		if (ck.len != 16 || !comp_in_app(&cv, app, &w.arena))
+			continue;
+		cids = tend_xrealloc(cids, (ncids + 1) * sizeof *cids);
+		memcpy(cids[ncids++].b, ck.data, 16);
+	}
+	tend_store_iter_finish(&ci);
+	for (size_t c = 0; c < ncids; c++) {
+		struct tend_iter it;
+		struct tend_bytes k, v;
+		struct tend_buf comp = TEND_BUF_INIT;
+
+		tend_inspect_comp_path(w.txn, &cids[c], &comp);
+		tend_store_iter_init(&it, w.txn, TEND_T_ITEM, cids[c].b, 16);
+		while (tend_store_iter_next(&it, &k, &v) == 1) {
+			struct tend_state_info si = {0};
+			struct tend_buf path = TEND_BUF_INIT, why = TEND_BUF_INIT;
+			struct tend_fp tsid;
+			struct item item;
+
+			if (k.len != 40 ||
+			    tend_item_decode(&item, v.data, v.len, &w.arena))
+				continue;
+			memcpy(tsid.b, k.data + 16, 16);
+			tend_inspect_ts_path(w.txn, &tsid, &path);
+			si.component = comp.ptr;
+			si.path = path.ptr;
+			si.container = item.container;
+			si.nstates = (unsigned)item.nstates;
+			si.pending = item.nstates != 1 || item.states[0].deleted;
+			if (item.nstates && !item.states[item.nstates - 1].deleted) {
+				si.record = item.states[item.nstates - 1].rec;
+				si.len = item.states[item.nstates - 1].len;
+			}
+			if (check && !item.container) {
+				struct tend_handler *h = handler_for(&w,
+				    &item.parent);
+				struct tend_key key;
+
+				if (si.pending) {
+					si.drift = "an interrupted apply: the "
+						   "next sync settles it";
+				} else if (h && h->ops->check &&
+				    tend_key_decode(&key, item.key, item.keylen,
+					NULL, &w.arena) == 0) {
+					struct tend_bytes rec = {si.record,
+					    si.len};
+					int r = h->ops->check(h, &eng->ctx, &key,
+					    &rec, &why);
+					if (r == TEND_ECONFLICT)
+						si.drift = why.ptr;
+					else if (r)
+						si.drift = tend_error_last();
+				}
+				if (si.drift && ndrift)
+					(*ndrift)++;
+			}
+			if (!check || si.drift)
+				fn(&si, arg);
+			tend_buf_release(&path);
+			tend_buf_release(&why);
+		}
+		tend_store_iter_finish(&it);
+		tend_buf_release(&comp);
+	}
+	for (size_t i = 0; i < w.nopen; i++)
+		if (w.open[i].h)
+			w.open[i].h->ops->destroy(w.open[i].h);
+	free(w.open);
+	free(cids);
+	tend_arena_finish(&w.arena);
+	tend_store_read_end(w.txn);
+	return more < 0 ? more : 0;
+}
+
+int
+tend_engine_list(struct tend_engine *eng, const char *app, tend_state_fn *fn,
+    void *arg)
+{
+	return visit(eng, app, false, fn, arg, NULL);
+}
+
+int
+tend_engine_check(struct tend_engine *eng, const char *app,
+    tend_state_fn *fn, void *arg, unsigned *ndrift)
+{
+	return visit(eng, app, true, fn, arg, ndrift);
+}

@@ -1,0 +1,33 @@
+/*
+ * check.h - listing tracked target states and checking them for drift.
+ */
+#ifndef TEND_CHECK_H
+#define TEND_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tend/engine.h"
+
+struct tend_state_info {
+	const char *component; /* owner: readable component path */
+	const char *path;      /* readable target-state path */
+	bool container;
+	unsigned nstates;
+	bool pending;	       /* several candidate records, or a delete */
+	const uint8_t *record; /* the latest record; NULL for a delete */
+	size_t len;
+	const char *drift;     /* check: why it differs */
+};
+
+typedef void tend_state_fn(const struct tend_state_info *si, void *arg);
+
+/* Every tracked state of `app` (NULL: all apps). */
+int tend_engine_list(struct tend_engine *eng, const char *app,
+    tend_state_fn *fn, void *arg);
+/* Only the states whose target drifted; *ndrift counts them. */
+int tend_engine_check(struct tend_engine *eng, const char *app,
+    tend_state_fn *fn, void *arg, unsigned *ndrift);
+
+#endif

@@ -1,0 +1,282 @@
+/*
+ * walk.c - sorted source walks with include/exclude globs and .gitignore.
+ */
+#define _GNU_SOURCE
+#include "walk.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tend/buf.h"
+#include "tend/status.h"
+
+/* Match one path against a pattern where `**` spans segments. Both are
+ * '/'-separated; fnmatch(FNM_PATHNAME) handles one segment's wildcards. */
+static bool
+match_segments(const char *pat, const char *path)
+{
+	if (strncmp(pat, "**", 2) == 0 && (pat[2] == '/' || pat[2] == '\0')) {
+		const char *rest = pat[2] ? pat + 3 : pat + 2;
+
+		if (!*rest)
+			return true;
+		for (const char *p = path;; p++) {
+			if (match_segments(rest, p))
+				return true;
+			p = strchr(p, '/');
+			if (!p)
+				return false;
+		}
+	}
+	const char *ps = strchr(pat, '/'), *qs = strchr(path, '/');
+	size_t pl = ps ? (size_t)(ps - pat) : strlen(pat);
+	size_t ql = qs ? (size_t)(qs - path) : strlen(path);
+	char pseg[256], qseg[256];
+
+	if (pl >= sizeof pseg || ql >= sizeof qseg)
+		return false;
+	memcpy(pseg, pat, pl);
+	pseg[pl] = '\0';
+	memcpy(qseg, path, ql);
+	qseg[ql] = '\0';
+	if (fnmatch(pseg, qseg, 0) != 0)
+		return false;
+	if (!ps && !qs)
+		return true;
+	if (!ps || !qs)
+		return false;
+	return match_segments(ps + 1, qs + 1);
+}
+
+bool
+tend_glob_match(const char *pat, const char *rel, bool is_dir)
+{
+	char buf[4096];
+	size_t len = strlen(pat);
+
+	if (len == 0 || len >= sizeof buf)
+		return false;
+	memcpy(buf, pat, len + 1);
+	if (buf[len - 1] == '/') {
+		if (!is_dir)
+			return false;
+		buf[--len] = '\0';
+	}
+	const char *p = buf;
+	bool anchored = strchr(p, '/') != NULL;
+	if (p[0] == '/')
+		p++;
+	if (anchored)
+		return match_segments(p, rel);
+	/* a bare name matches the last component at any depth */
+	const char *base = strrchr(rel, '/');
+	return fnmatch(p, base ? base + 1 : rel, 0) == 0;
+}
+
+struct rule {
+	char *pat;   /* relative to the directory of its .gitignore */
+	size_t base; /* length of that directory's prefix in rel paths */
+	bool negate;
+};
+
+struct walker {
+	const struct tend_walk_opts *o;
+	tend_walk_fn *fn;
+	void *arg;
+	struct tend_buf rel;
+	struct rule *rules;
+	size_t nrules;
+	unsigned skipped;
+};
+
+struct ent {
+	char *name;
+	bool dir;
+	struct stat st;
+};
+
+static int
+cmp_ent(const void *a, const void *b)
+{
+	const struct ent *x = a, *y = b;
+	/* compare as if directories ended in '/' (git order) */
+	const unsigned char *p = (const unsigned char *)x->name,
+			    *q = (const unsigned char *)y->name;
+
+	while (*p && *p == *q)
+		p++, q++;
+	unsigned cp = *p ? *p : (x->dir ? '/' : 0);
+	unsigned cq = *q ? *q : (y->dir ? '/' : 0);
+	return (int)cp - (int)cq;
+}
+
+static bool
+ignored_by_rules(struct walker *w, const char *rel, bool is_dir)
+{
+	bool ign = false;
+
+	for (size_t i = 0; i < w->nrules; i++) {
+		struct rule *r = &w->rules[i];
+
+		if (strlen(rel) < r->base)
+			continue;
+		if (tend_glob_match(r->pat, rel + r->base, is_dir))
+			ign = !r->negate;
+	}
+	return ign;
+}
+
+static bool
+listed(char *const *pats, size_t n, const char *rel, bool is_dir)
+{
+	for (size_t i = 0; i < n; i++)
+		if (tend_glob_match(pats[i], rel, is_dir))
+			return true;
+	return false;
+}
+
+static void
+load_gitignore(struct walker *w, int dirfd, size_t base)
+{
+	int fd = openat(dirfd, ".gitignore", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct tend_buf b = TEND_BUF_INIT;
+	char chunk[4096];
+	ssize_t n;
+
+	if (fd < 0)
+		return;
+	while ((n = read(fd, chunk, sizeof chunk)) > 0 && b.len < (1 << 20))
+		tend_buf_put(&b, chunk, (size_t)n);
+	close(fd);
+	for (char *line = b.ptr, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		size_t len = strlen(line);
+		while (len && (line[len - 1] == '\r' || line[len - 1] == ' '))
+			line[--len] = '\0';
+		if (!len || line[0] == '#')
+			continue;
+		bool neg = line[0] == '!';
+		w->rules = tend_xrealloc(w->rules,
+		    (w->nrules + 1) * sizeof *w->rules);
+		w->rules[w->nrules].pat = tend_xstrdup(line + neg);
+		w->rules[w->nrules].base = base;
+		w->rules[w->nrules].negate = neg;
+		w->nrules++;
+	}
+	tend_buf_release(&b);
+}
+
+static int
+walk_dir(struct walker *w, int dirfd, int depth)
+{
+	size_t base = w->rel.len, nrules = w->nrules, n = 0, cap = 0;
+	struct ent *ents = NULL;
+	DIR *d;
+	struct dirent *e;
+	int rc = 0;
+
+	if (depth > 256)
+		return 0;
+	if (w->o->gitignore)
+		load_gitignore(w, dirfd, base);
+	int dup = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+	if (dup < 0 || !(d = fdopendir(dup))) {
+		if (dup >= 0)
+			close(dup);
+		w->skipped++;
+		goto out;
+	}
+	while ((e = readdir(d))) {
+		struct stat st;
+
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (depth == 0 && strcmp(e->d_name, ".git") == 0)
+			continue;
+		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+			w->skipped++;
+			continue;
+		}
+		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+			w->skipped++; /* symlinks are never followed */
+			continue;
+		}
+		if (n == cap) {
+			cap = cap ? cap * 2 : 32;
+			ents = tend_xrealloc(ents, cap * sizeof *ents);
+		}
+		ents[n].name = tend_xstrdup(e->d_name);
+		ents[n].dir = S_ISDIR(st.st_mode);
+		ents[n].st = st;
+		n++;
+	}
+	closedir(d);
+	qsort(ents, n, sizeof *ents, cmp_ent);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct ent *en = &ents[i];
+
+		w->rel.len = base;
+		w->rel.ptr[base] = '\0';
+		if (base)
+			tend_buf_putc(&w->rel, '/');
+		tend_buf_puts(&w->rel, en->name);
+		const char *rel = w->rel.ptr;
+		if (listed(w->o->skip, w->o->nskip, rel, en->dir) ||
+		    (w->o->gitignore && ignored_by_rules(w, rel, en->dir)) ||
+		    listed(w->o->exclude, w->o->nexclude, rel, en->dir))
+			continue;
+		if (en->dir) {
+			int sub = openat(dirfd, en->name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub < 0) {
+				w->skipped++;
+				continue;
+			}
+			rc = walk_dir(w, sub, depth + 1);
+			close(sub);
+			continue;
+		}
+		if (w->o->ninclude &&
+		    !listed(w->o->include, w->o->ninclude, rel, false))
+			continue;
+		rc = w->fn(rel, w->rel.len, dirfd, en->name, &en->st, w->arg);
+	}
+out:
+	for (size_t i = 0; i < n; i++)
+		free(ents[i].name);
+	free(ents);
+	for (size_t i = nrules; i < w->nrules; i++)
+		free(w->rules[i].pat);
+	w->nrules = nrules;
+	w->rel.len = base;
+	w->rel.ptr[base] = '\0';
+	return rc;
+}
+
+int
+tend_walk(const char *root, const struct tend_walk_opts *o, tend_walk_fn *fn,
+    void *arg, unsigned *nskipped)
+{
+	struct walker w = {.o = o, .fn = fn, .arg = arg};
+	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+
+	w.rel = (struct tend_buf)TEND_BUF_INIT;
+	if (fd < 0)
+		return tend_error_set(errno == ENOENT ? TEND_ENOTFOUND
+						      : TEND_ERROR,
+		    "source %s: %s", root, strerror(errno));
+	rc = walk_dir(&w, fd, 0);
+	close(fd);
+	free(w.rules);
+	tend_buf_release(&w.rel);
+	if (nskipped)
+		*nskipped = w.skipped;
+	return rc;
+}

@@ -1,0 +1,845 @@
+/*
+ * fs.c - the file and directory targets.
+ *
+ * Reconcile is pure and compares fixed-width records (version, XXH3-128
+ * of the content, mode). Sinks do all the I/O relative to directory file
+ * descriptors opened one component at a time with O_NOFOLLOW, so a symlink
+ * planted inside a target root (or swapped in between plan and apply)
+ * makes the action fail instead of writing elsewhere.
+ *
+ * Writes are atomic: a temporary file in the same directory, fchmod, then
+ * renameat over the name. Data is not fsync'ed (the tracking store is):
+ * after a power loss an entry may hold older content than its record, which
+ * `tend check` reports and `tend sync --full` repairs. Deletes unlink the
+ * entry, then remove the parent directories inside the target that became
+ * empty.
+ */
+#define _GNU_SOURCE
+#include "fs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tend/arena.h"
+#include "tend/status.h"
+#include "tend/target.h"
+
+#define REC_VERSION 1
+#define REC_LEN (1 + 16 + 4)
+#define MAX_DEPTH 64
+
+/* ---- encodings ---- */
+
+static void
+put_u32(struct tend_buf *b, uint32_t v)
+{
+	unsigned char x[4] = {(unsigned char)v, (unsigned char)(v >> 8),
+	    (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
+
+	tend_buf_put(b, x, 4);
+}
+
+static uint32_t
+get_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	    (uint32_t)p[3] << 24;
+}
+
+void
+tend_fs_encode_dir(struct tend_buf *out, const struct tend_dir_spec *s)
+{
+	tend_buf_putc(out, 1);
+	put_u32(out, s->file_mode);
+	tend_buf_putc(out, s->exclusive);
+	tend_buf_putc(out, s->manifest);
+}
+
+static bool
+decode_dir(const void *p, size_t len, struct tend_dir_spec *s)
+{
+	const uint8_t *b = p;
+
+	if (len != 7 || b[0] != 1)
+		return false;
+	s->file_mode = get_u32(b + 1);
+	s->exclusive = b[5] != 0;
+	s->manifest = b[6] != 0;
+	return true;
+}
+
+void
+tend_fs_encode_entry(struct tend_buf *out, const struct tend_entry_spec *e)
+{
+	uint64_t sz = e->size;
+
+	tend_buf_putc(out, 1);
+	tend_buf_put(out, e->fp.b, 16);
+	for (int i = 0; i < 8; i++)
+		tend_buf_putc(out, (int)(sz >> (8 * i)) & 0xff);
+	put_u32(out, e->mode);
+	tend_buf_puts(out, e->src);
+}
+
+static bool
+decode_entry(const void *p, size_t len, struct tend_entry_spec *e,
+    struct tend_arena *a)
+{
+	const uint8_t *b = p;
+
+	if (len < 1 + 16 + 8 + 4 || b[0] != 1)
+		return false;
+	memcpy(e->fp.b, b + 1, 16);
+	e->size = 0;
+	for (int i = 0; i < 8; i++)
+		e->size |= (uint64_t)b[17 + i] << (8 * i);
+	e->mode = get_u32(b + 25);
+	char *src = tend_arena_alloc(a, len - 29 + 1);
+	memcpy(src, b + 29, len - 29);
+	src[len - 29] = '\0';
+	e->src = src;
+	return true;
+}
+
+static void
+make_record(uint8_t rec[REC_LEN], const struct tend_fp *fp, unsigned mode)
+{
+	rec[0] = REC_VERSION;
+	memcpy(rec + 1, fp->b, 16);
+	rec[17] = (uint8_t)mode;
+	rec[18] = (uint8_t)(mode >> 8);
+	rec[19] = 0;
+	rec[20] = 0;
+}
+
+/* ---- names ---- */
+
+int
+tend_fs_check_name(const char *name, size_t len)
+{
+	size_t seg = 0;
+
+	if (len == 0)
+		return tend_error_set(TEND_EINVALID, "empty entry name");
+	if (len > 4095)
+		return tend_error_set(TEND_EINVALID, "entry name too long");
+	if (memchr(name, '\0', len))
+		return tend_error_set(TEND_EINVALID,
+		    "entry name contains a NUL byte");
+	if (name[0] == '/')
+		return tend_error_set(TEND_EINVALID,
+		    "entry name \"%.*s\" is absolute", (int)len, name);
+	if (name[len - 1] == '/')
+		return tend_error_set(TEND_EINVALID,
+		    "entry name \"%.*s\" ends with '/'", (int)len, name);
+	for (size_t i = 0; i <= len; i++) {
+		if (i < len && name[i] != '/') {
+			if (++seg > 255)
+				return tend_error_set(TEND_EINVALID,
+				    "entry name \"%.*s\": a component is longer "
+				    "than 255 bytes",
+				    (int)(len > 64 ? 64 : len), name);
+			continue;
+		}
+		const char *s = name + i - seg;
+		if (seg == 0)
+			return tend_error_set(TEND_EINVALID,
+			    "entry name \"%.*s\" has an empty component",
+			    (int)len, name);
+		if ((seg == 1 && s[0] == '.') ||
+		    (seg == 2 && s[0] == '.' && s[1] == '.'))
+			return tend_error_set(TEND_EINVALID,
+			    "entry name \"%.*s\" has a \"%.*s\" component",
+			    (int)len, name, (int)seg, s);
+		seg = 0;
+	}
+	return 0;
+}
+
+/* ---- safe directory walking ---- */
+
+/* Open the directory `rel` ("" or "." is the root itself) under rootfd,
+ * one component at a time without following symlinks; mkdir missing ones
+ * when `create`. Every level's fd is kept in chain[] (chain[0] = a dup of
+ * rootfd) so deletes can remove empty parents without re-resolving. */
+struct chain {
+	int fd[MAX_DEPTH + 1];
+	char *seg[MAX_DEPTH + 1];
+	int n; /* fds open: fd[n-1] is the deepest */
+};
+
+static void
+chain_close(struct chain *c)
+{
+	for (int i = 0; i < c->n; i++) {
+		close(c->fd[i]);
+		free(c->seg[i]);
+	}
+	c->n = 0;
+}
+
+static int
+chain_open(struct chain *c, int rootfd, const char *rel, size_t len,
+    bool create)
+{
+	c->n = 0;
+	if ((c->fd[0] = fcntl(rootfd, F_DUPFD_CLOEXEC, 0)) < 0)
+		return tend_error_set(TEND_ERROR, "dup: %s", strerror(errno));
+	c->seg[0] = NULL;
+	c->n = 1;
+	size_t i = 0;
+	while (i < len) {
+		size_t j = i;
+		while (j < len && rel[j] != '/')
+			j++;
+		if (j == i || (j - i == 1 && rel[i] == '.')) {
+			i = j + 1;
+			continue;
+		}
+		if (c->n > MAX_DEPTH)
+			return tend_error_set(TEND_EINVALID, "%.*s: too deep",
+			    (int)len, rel);
+		char *seg = strndup(rel + i, j - i);
+		if (!seg)
+			abort();
+		int parent = c->fd[c->n - 1];
+		if (create && mkdirat(parent, seg, 0755) != 0 &&
+		    errno != EEXIST) {
+			int e = errno;
+			free(seg);
+			return tend_error_set(e == ENOENT ? TEND_ENOTFOUND
+							  : TEND_ERROR,
+			    "mkdir %.*s: %s", (int)j, rel, strerror(e));
+		}
+		int fd = openat(parent, seg,
+		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			int e = errno;
+			struct stat st;
+			bool link = fstatat(parent, seg, &st,
+					AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISLNK(st.st_mode);
+			free(seg);
+			if (link || e == ELOOP)
+				return tend_error_set(TEND_EINVALID,
+				    "%.*s is a symbolic link: refusing to "
+				    "follow it out of the target",
+				    (int)j, rel);
+			return tend_error_set(e == ENOENT ? TEND_ENOTFOUND
+							  : TEND_ERROR,
+			    "open %.*s: %s", (int)j, rel, strerror(e));
+		}
+		c->fd[c->n] = fd;
+		c->seg[c->n] = seg;
+		c->n++;
+		i = j + 1;
+	}
+	return 0;
+}
+
+/* Remove everything inside dirfd, never following a symlink. */
+static int
+wipe(int dirfd, int depth)
+{
+	DIR *d;
+	struct dirent *e;
+	int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0), rc = 0;
+
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return tend_error_set(TEND_ERROR, "opendir: %s",
+		    strerror(errno));
+	}
+	while ((e = readdir(d))) {
+		struct stat st;
+
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			int sub = openat(dirfd, e->d_name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub < 0 || depth > 256) {
+				if (sub >= 0)
+					close(sub);
+				rc = tend_error_set(TEND_ERROR, "open %s: %s",
+				    e->d_name, strerror(errno));
+				continue;
+			}
+			if (wipe(sub, depth + 1) != 0)
+				rc = TEND_ERROR;
+			close(sub);
+			if (unlinkat(dirfd, e->d_name, AT_REMOVEDIR) != 0)
+				rc = tend_error_set(TEND_ERROR, "rmdir %s: %s",
+				    e->d_name, strerror(errno));
+		} else if (unlinkat(dirfd, e->d_name, 0) != 0 &&
+		    errno != ENOENT)
+			rc = tend_error_set(TEND_ERROR, "unlink %s: %s",
+			    e->d_name, strerror(errno));
+	}
+	closedir(d);
+	return rc;
+}
+
+static int
+open_root(struct tend_context *ctx, int *out)
+{
+	const char *ws = tend_context_get(ctx, "workspace");
+
+	if (!ws)
+		return tend_error_set(TEND_ENOTFOUND,
+		    "fs: no \"workspace\" resource");
+	*out = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*out < 0)
+		return tend_error_set(TEND_ERROR, "open workspace %s: %s", ws,
+		    strerror(errno));
+	return 0;
+}
+
+/* ---- handlers ---- */
+
+struct fs_handler {
+	struct tend_handler base;
+	char *rel; /* container: its path in the workspace; NULL for roots */
+	struct tend_dir_spec spec;
+};
+
+struct dir_action {
+	char *rel;
+	bool del;
+	bool wipe; /* destructive, or deleting an exclusive container */
+};
+
+struct entry_action {
+	const char *dir; /* container path ("" for root files) */
+	char *name;
+	bool del;
+	bool prune_parents; /* remove emptied parents (not for root files) */
+	struct tend_entry_spec spec;
+};
+
+static void dir_apply(struct tend_sink *, struct tend_context *,
+    void *const *, size_t, struct tend_apply_result *);
+static void entry_apply(struct tend_sink *, struct tend_context *,
+    void *const *, size_t, struct tend_apply_result *);
+
+static struct tend_sink dir_sink = {.apply = dir_apply, .name = "tend/dir"};
+static struct tend_sink entry_sink = {.apply = entry_apply,
+    .name = "tend/entry"};
+
+static const struct tend_handler_ops entry_ops;
+
+static struct tend_handler *
+entry_handler(const char *rel, const struct tend_dir_spec *spec)
+{
+	struct fs_handler *h = calloc(1, sizeof *h);
+
+	if (!h)
+		abort();
+	tend_handler_init(&h->base, &entry_ops);
+	h->rel = strdup(rel);
+	if (spec)
+		h->spec = *spec;
+	return &h->base;
+}
+
+static void
+fs_destroy(struct tend_handler *base)
+{
+	struct fs_handler *h = (struct fs_handler *)(void *)base;
+
+	free(h->rel);
+	free(h);
+}
+
+static char *
+key_text(const struct tend_key *k, struct tend_arena *a)
+{
+	char *s = tend_arena_alloc(a, k->u.s.len + 1);
+
+	memcpy(s, k->u.s.ptr, k->u.s.len);
+	s[k->u.s.len] = '\0';
+	return s;
+}
+
+static int
+entry_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
+    struct tend_reconcile_out *out)
+{
+	struct fs_handler *h = (struct fs_handler *)(void *)base;
+	struct entry_action *a;
+	uint8_t rec[REC_LEN];
+	int rc;
+
+	if (in->key->kind != TEND_KEY_STR)
+		return tend_error_set(TEND_EINVALID, "fs: keys are paths");
+	if ((rc = tend_fs_check_name(in->key->u.s.ptr, in->key->u.s.len)))
+		return rc;
+	a = tend_arena_zalloc(in->arena, sizeof *a);
+	a->dir = h->rel ? h->rel : "";
+	a->name = key_text(in->key, in->arena);
+	a->prune_parents = h->rel != NULL;
+	if (!in->desired) {
+		if (in->nprev == 0 && !in->prev_may_be_missing)
+			return 0;
+		a->del = true;
+		out->action = a;
+		out->sink = &entry_sink;
+		out->record_absent = true;
+		return 0;
+	}
+	if (!decode_entry(in->desired, in->desired_len, &a->spec, in->arena))
+		return tend_error_set(TEND_EINVALID, "fs: bad entry spec");
+	if (h->spec.file_mode)
+		a->spec.mode = h->spec.file_mode;
+	make_record(rec, &a->spec.fp, a->spec.mode);
+	bool same = !in->prev_may_be_missing;
+	for (size_t i = 0; i < in->nprev; i++)
+		if (in->prev[i].len != REC_LEN ||
+		    memcmp(in->prev[i].data, rec, REC_LEN) != 0)
+			same = false;
+	if (same)
+		return 0;
+	out->action = a;
+	out->sink = &entry_sink;
+	out->record.data = tend_arena_memdup(in->arena, rec, REC_LEN);
+	out->record.len = REC_LEN;
+	return 0;
+}
+
+static int
+hash_fd(int fd, struct tend_fp *out, uint64_t *size)
+{
+	struct tend_hasher h;
+	char buf[1 << 16];
+	ssize_t n;
+
+	*size = 0;
+	tend_hasher_init(&h);
+	tend_hasher_begin_stream(&h);
+	while ((n = read(fd, buf, sizeof buf)) > 0) {
+		tend_hasher_raw(&h, buf, (size_t)n);
+		*size += (uint64_t)n;
+	}
+	if (n < 0)
+		return -1;
+	*out = tend_hasher_final(&h);
+	return 0;
+}
+
+static int
+entry_check(struct tend_handler *base, struct tend_context *ctx,
+    const struct tend_key *key, const struct tend_bytes *record,
+    struct tend_buf *why)
+{
+	struct fs_handler *h = (struct fs_handler *)(void *)base;
+	struct chain c = {0};
+	const char *dir = h->rel ? h->rel : "";
+	char name[4096];
+	int root = -1, rc;
+
+	if (key->kind != TEND_KEY_STR || key->u.s.len >= sizeof name ||
+	    record->len != REC_LEN)
+		return tend_error_set(TEND_EINVALID, "fs: bad record");
+	memcpy(name, key->u.s.ptr, key->u.s.len);
+	name[key->u.s.len] = '\0';
+	if ((rc = open_root(ctx, &root)))
+		return rc;
+	char *slash = strrchr(name, '/');
+	struct tend_buf parent = TEND_BUF_INIT;
+	tend_buf_puts(&parent, dir);
+	if (slash) {
+		tend_buf_putc(&parent, '/');
+		tend_buf_put(&parent, name, (size_t)(slash - name));
+	}
+	const char *leaf = slash ? slash + 1 : name;
+	rc = chain_open(&c, root, parent.ptr, parent.len, false);
+	tend_buf_release(&parent);
+	close(root);
+	if (rc == TEND_ENOTFOUND) {
+		tend_error_clear();
+		tend_buf_puts(why, "missing");
+		chain_close(&c);
+		return TEND_ECONFLICT;
+	}
+	if (rc) {
+		chain_close(&c);
+		return rc;
+	}
+	int dfd = c.fd[c.n - 1];
+	struct stat st;
+	rc = 0;
+	if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		tend_buf_puts(why, errno == ENOENT ? "missing" : strerror(errno));
+		rc = TEND_ECONFLICT;
+	} else if (!S_ISREG(st.st_mode)) {
+		tend_buf_puts(why, "not a regular file");
+		rc = TEND_ECONFLICT;
+	} else {
+		unsigned mode = (unsigned)record->data[17] |
+		    (unsigned)record->data[18] << 8;
+		int fd = openat(dfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		struct tend_fp fp;
+		uint64_t size;
+
+		if (fd < 0 || hash_fd(fd, &fp, &size) != 0) {
+			tend_buf_printf(why, "unreadable: %s", strerror(errno));
+			rc = TEND_ECONFLICT;
+		} else if (memcmp(fp.b, record->data + 1, 16) != 0) {
+			tend_buf_puts(why, "content differs");
+			rc = TEND_ECONFLICT;
+		} else if ((st.st_mode & 07777) != mode) {
+			tend_buf_printf(why, "mode %04o, expected %04o",
+			    (unsigned)(st.st_mode & 07777), mode);
+			rc = TEND_ECONFLICT;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	chain_close(&c);
+	return rc;
+}
+
+static const struct tend_handler_ops entry_ops = {
+	.abi = TEND_TARGET_ABI,
+	.kind = "tend/entry",
+	.reconcile = entry_reconcile,
+	.check = entry_check,
+	.destroy = fs_destroy,
+};
+
+static int
+dir_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
+    struct tend_reconcile_out *out)
+{
+	struct dir_action *a;
+	struct tend_dir_spec spec, old;
+	int rc;
+
+	(void)base;
+	if (in->key->kind != TEND_KEY_STR)
+		return tend_error_set(TEND_EINVALID, "fs: keys are paths");
+	if (!(in->key->u.s.len == 1 && in->key->u.s.ptr[0] == '.') &&
+	    (rc = tend_fs_check_name(in->key->u.s.ptr, in->key->u.s.len)))
+		return rc;
+	a = tend_arena_zalloc(in->arena, sizeof *a);
+	a->rel = key_text(in->key, in->arena);
+	out->action = a;
+	out->sink = &dir_sink;
+	if (!in->desired) {
+		a->del = true;
+		for (size_t i = 0; i < in->nprev; i++)
+			if (decode_dir(in->prev[i].data, in->prev[i].len, &old) &&
+			    old.exclusive)
+				a->wipe = true;
+		out->record_absent = true;
+		return 0;
+	}
+	if (!decode_dir(in->desired, in->desired_len, &spec))
+		return tend_error_set(TEND_EINVALID, "fs: bad directory spec");
+	for (size_t i = 0; i < in->nprev; i++) {
+		if (!decode_dir(in->prev[i].data, in->prev[i].len, &old))
+			continue;
+		/* exclusive switched on: rebuilt from declared entries only */
+		if (spec.exclusive && !old.exclusive)
+			out->invalidation = TEND_INVALIDATE_DESTRUCTIVE;
+		else if (old.file_mode != spec.file_mode &&
+		    out->invalidation == TEND_INVALIDATE_NONE)
+			out->invalidation = TEND_INVALIDATE_LOSSY;
+	}
+	a->wipe = out->invalidation == TEND_INVALIDATE_DESTRUCTIVE;
+	out->record.data = tend_arena_memdup(in->arena, in->desired,
+	    in->desired_len);
+	out->record.len = in->desired_len;
+	return 0;
+}
+
+static struct tend_handler *
+dir_open_child(struct tend_handler *h, const struct tend_key *key,
+    const struct tend_bytes *record)
+{
+	struct tend_dir_spec spec = {0};
+	char rel[4096];
+
+	(void)h;
+	if (key->kind != TEND_KEY_STR || key->u.s.len >= sizeof rel)
+		return NULL;
+	if (record && !decode_dir(record->data, record->len, &spec))
+		return NULL;
+	memcpy(rel, key->u.s.ptr, key->u.s.len);
+	rel[key->u.s.len] = '\0';
+	return entry_handler(rel, &spec);
+}
+
+static struct tend_handler *
+dir_preview_child(struct tend_handler *h, const struct tend_key *key,
+    const void *desired, size_t len)
+{
+	struct tend_bytes rec = {desired, len};
+
+	return dir_open_child(h, key, desired ? &rec : NULL);
+}
+
+static const struct tend_handler_ops dir_ops = {
+	.abi = TEND_TARGET_ABI,
+	.kind = "tend/dir",
+	.reconcile = dir_reconcile,
+	.preview_child = dir_preview_child,
+	.open_child = dir_open_child,
+	.destroy = fs_destroy,
+};
+
+static const struct tend_handler_ops file_ops = {
+	.abi = TEND_TARGET_ABI,
+	.kind = "tend/file",
+	.reconcile = entry_reconcile,
+	.check = entry_check,
+	.destroy = fs_destroy,
+};
+
+/* ---- sinks ---- */
+
+static void
+dir_apply(struct tend_sink *sink, struct tend_context *ctx,
+    void *const *actions, size_t n, struct tend_apply_result *results)
+{
+	int root = -1;
+
+	(void)sink;
+	if (open_root(ctx, &root)) {
+		for (size_t i = 0; i < n; i++)
+			tend_apply_fail(&results[i], TEND_ERROR, "%s",
+			    tend_error_last());
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct dir_action *a = actions[i];
+		struct chain c = {0};
+		int rc = chain_open(&c, root, a->rel, strlen(a->rel), !a->del);
+
+		if (a->del) {
+			if (rc == TEND_ENOTFOUND) {
+				chain_close(&c);
+				continue; /* gone already */
+			}
+			if (rc == 0 && a->wipe)
+				rc = wipe(c.fd[c.n - 1], 0);
+			/* a non-exclusive directory keeps what tend did not
+			 * write: remove it only if it is empty now */
+			if (rc == 0 && c.n > 1 &&
+			    unlinkat(c.fd[c.n - 2], c.seg[c.n - 1],
+				AT_REMOVEDIR) != 0 &&
+			    errno != ENOTEMPTY && errno != EEXIST &&
+			    errno != ENOENT)
+				rc = tend_error_set(TEND_ERROR, "rmdir %s: %s",
+				    a->rel, strerror(errno));
+		} else if (rc == 0) {
+			if (a->wipe)
+				rc = wipe(c.fd[c.n - 1], 0);
+			if (rc == 0)
+				results[i].child = entry_handler(a->rel, NULL);
+		}
+		if (rc)
+			tend_apply_fail(&results[i], rc, "dir %s: %s", a->rel,
+			    tend_error_last());
+		chain_close(&c);
+	}
+	close(root);
+}
+
+static int
+copy_into(int dst, const char *src_path)
+{
+	int src = open(src_path, O_RDONLY | O_CLOEXEC);
+	int rc = 0;
+
+	if (src < 0)
+		return tend_error_set(TEND_ERROR, "read %s: %s", src_path,
+		    strerror(errno));
+	for (;;) {
+		ssize_t n = copy_file_range(src, NULL, dst, NULL, 1 << 30, 0);
+
+		if (n > 0)
+			continue;
+		if (n == 0)
+			break;
+		if (errno != EXDEV && errno != ENOSYS && errno != EINVAL &&
+		    errno != EOPNOTSUPP) {
+			rc = tend_error_set(TEND_ERROR, "copy %s: %s", src_path,
+			    strerror(errno));
+			break;
+		}
+		/* no in-kernel copy here: plain read/write */
+		char buf[1 << 16];
+		ssize_t r;
+		while ((r = read(src, buf, sizeof buf)) > 0) {
+			for (ssize_t off = 0; off < r;) {
+				ssize_t w = write(dst, buf + off,
+				    (size_t)(r - off));
+				if (w < 0) {
+					rc = tend_error_set(TEND_ERROR,
+					    "write: %s", strerror(errno));
+					goto out;
+				}
+				off += w;
+			}
+		}
+		if (r < 0)
+			rc = tend_error_set(TEND_ERROR, "read %s: %s", src_path,
+			    strerror(errno));
+		break;
+	}
+out:
+	close(src);
+	return rc;
+}
+
+static int
+put_entry(int dirfd, const char *leaf, const struct entry_action *a)
+{
+	char tmp[64];
+	int fd = -1, rc;
+	static unsigned counter;
+
+	for (int tries = 0; tries < 100; tries++) {
+		snprintf(tmp, sizeof tmp, ".tend-%d-%u.tmp", (int)getpid(),
+		    counter++);
+		fd = openat(dirfd, tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (fd < 0)
+		return tend_error_set(TEND_ERROR, "create in %s: %s", a->dir,
+		    strerror(errno));
+	rc = copy_into(fd, a->spec.src);
+	if (rc == 0 && fchmod(fd, a->spec.mode & 07777) != 0)
+		rc = tend_error_set(TEND_ERROR, "chmod: %s", strerror(errno));
+	if (close(fd) != 0 && rc == 0)
+		rc = tend_error_set(TEND_ERROR, "close: %s", strerror(errno));
+	if (rc == 0 && renameat(dirfd, tmp, dirfd, leaf) != 0)
+		rc = tend_error_set(TEND_ERROR, "rename to %s: %s", leaf,
+		    strerror(errno));
+	if (rc)
+		unlinkat(dirfd, tmp, 0);
+	return rc;
+}
+
+static int
+apply_entry(int root, const struct entry_action *a)
+{
+	struct chain c = {0};
+	struct tend_buf parent = TEND_BUF_INIT;
+	const char *slash = strrchr(a->name, '/');
+	const char *leaf = slash ? slash + 1 : a->name;
+	int rc, base;
+
+	/* the container itself must exist already (its sink ran); only the
+	 * entry's own parents are created */
+	tend_buf_puts(&parent, a->dir);
+	base = 0;
+	{
+		struct chain probe = {0};
+		rc = chain_open(&probe, root, a->dir, strlen(a->dir),
+		    a->dir[0] == '\0' || !a->prune_parents);
+		base = probe.n;
+		chain_close(&probe);
+		if (rc && !(a->del && rc == TEND_ENOTFOUND)) {
+			tend_buf_release(&parent);
+			return rc;
+		}
+		if (rc) {
+			tend_error_clear();
+			tend_buf_release(&parent);
+			return 0; /* deleting inside a gone container */
+		}
+	}
+	if (slash) {
+		if (parent.len)
+			tend_buf_putc(&parent, '/');
+		tend_buf_put(&parent, a->name, (size_t)(slash - a->name));
+	}
+	rc = chain_open(&c, root, parent.ptr, parent.len, !a->del);
+	tend_buf_release(&parent);
+	if (a->del) {
+		if (rc == TEND_ENOTFOUND) {
+			tend_error_clear();
+			chain_close(&c);
+			return 0;
+		}
+		if (rc == 0) {
+			int dfd = c.fd[c.n - 1];
+			struct stat st;
+
+			if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISDIR(st.st_mode))
+				rc = tend_error_set(TEND_ERROR,
+				    "%s is a directory now: not deleting it",
+				    a->name);
+			else if (unlinkat(dfd, leaf, 0) != 0 && errno != ENOENT)
+				rc = tend_error_set(TEND_ERROR, "unlink: %s",
+				    strerror(errno));
+			/* empty parents inside the container go too */
+			for (int i = c.n - 1; rc == 0 && a->prune_parents &&
+			     i >= base && i > 0;
+			     i--)
+				if (unlinkat(c.fd[i - 1], c.seg[i],
+					AT_REMOVEDIR) != 0)
+					break;
+		}
+	} else if (rc == 0)
+		rc = put_entry(c.fd[c.n - 1], leaf, a);
+	chain_close(&c);
+	return rc;
+}
+
+static void
+entry_apply(struct tend_sink *sink, struct tend_context *ctx,
+    void *const *actions, size_t n, struct tend_apply_result *results)
+{
+	int root = -1;
+
+	(void)sink;
+	if (open_root(ctx, &root)) {
+		for (size_t i = 0; i < n; i++)
+			tend_apply_fail(&results[i], TEND_ERROR, "%s",
+			    tend_error_last());
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct entry_action *a = actions[i];
+		int rc = apply_entry(root, a);
+
+		if (rc)
+			tend_apply_fail(&results[i], rc, "%s%s%s: %s", a->dir,
+			    a->dir[0] ? "/" : "", a->name, tend_error_last());
+	}
+	close(root);
+}
+
+/* ---- registration ---- */
+
+int
+tend_fs_register(struct tend_engine *eng)
+{
+	struct fs_handler *d = calloc(1, sizeof *d), *f = calloc(1, sizeof *f);
+	int rc;
+
+	if (!d || !f)
+		abort();
+	tend_handler_init(&d->base, &dir_ops);
+	tend_handler_init(&f->base, &file_ops);
+	if ((rc = tend_engine_register_root(eng, TEND_FS_DIR, &d->base, NULL))) {
+		free(f);
+		return rc;
+	}
+	return tend_engine_register_root(eng, TEND_FS_FILE, &f->base, NULL);
+}
