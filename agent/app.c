@@ -38,7 +38,10 @@
 #include "tend/status.h"
 #include "walk.h"
 
-#define RACY_NS (2ull * 1000000000ull)
+/* A file changed within this window before the scan may change again
+ * without its mtime moving (timestamps advance in kernel ticks): its
+ * signature is not trusted next time. */
+#define RACY_NS (50ull * 1000000ull)
 #define SIG_VERSION 1
 
 /* ---- workspace ---- */
@@ -415,6 +418,9 @@ expand_name(struct tend_buf *out, const char *tmpl, const char *rel)
 		tend_buf_puts(out, rel);
 		return;
 	}
+	/* "{dir}/x" for a top-level file is "x", not "/x" */
+	if (dirlen == 0 && strncmp(tmpl, "{dir}/", 6) == 0)
+		tmpl += 6;
 	for (const char *p = tmpl; *p;) {
 		if (strncmp(p, "{path}", 6) == 0) {
 			tend_buf_puts(out, rel);
@@ -433,11 +439,6 @@ expand_name(struct tend_buf *out, const char *tmpl, const char *rel)
 			p += 5;
 		} else
 			tend_buf_putc(out, *p++);
-	}
-	/* "{dir}/x" at the top level gives "/x": drop the empty segment */
-	while (out->len && out->ptr[0] == '/') {
-		memmove(out->ptr, out->ptr + 1, out->len);
-		out->len--;
 	}
 }
 

@@ -249,6 +249,8 @@ on_event(const struct tend_event *ev, void *arg)
 			break;
 		if (ev->invalidation)
 			c->invalidations++;
+		if (ev->container && ev->op != TEND_OP_DELETE)
+			break; /* entries are counted, not their directory */
 		if (ev->op == TEND_OP_CREATE)
 			c->created++;
 		else if (ev->op == TEND_OP_UPDATE)

@@ -316,6 +316,7 @@ struct dir_action {
 	char *rel;
 	bool del;
 	bool wipe; /* destructive, or deleting an exclusive container */
+	struct tend_dir_spec spec;
 };
 
 struct entry_action {
@@ -556,6 +557,7 @@ dir_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 			out->invalidation = TEND_INVALIDATE_LOSSY;
 	}
 	a->wipe = out->invalidation == TEND_INVALIDATE_DESTRUCTIVE;
+	a->spec = spec;
 	out->record.data = tend_arena_memdup(in->arena, in->desired,
 	    in->desired_len);
 	out->record.len = in->desired_len;
@@ -645,7 +647,8 @@ dir_apply(struct tend_sink *sink, struct tend_context *ctx,
 			if (a->wipe)
 				rc = wipe(c.fd[c.n - 1], 0);
 			if (rc == 0)
-				results[i].child = entry_handler(a->rel, NULL);
+				results[i].child = entry_handler(a->rel,
+				    &a->spec);
 		}
 		if (rc)
 			tend_apply_fail(&results[i], rc, "dir %s: %s", a->rel,

@@ -1,0 +1,56 @@
+#!/bin/sh
+# First sync, no-op sync (zero writes), modify, delete, rename, plan, JSON.
+. "$(dirname "$0")/lib.sh"
+
+mkdir -p src/d
+printf 'alpha\n' > src/a.txt
+printf 'beta\n' > src/d/b.txt
+chmod 0640 src/d/b.txt
+old src/a.txt src/d/b.txt
+conf_site
+
+run plan; expect_rc 3 "plan with pending changes"
+expect_in "$OUT" "+ site out/a.txt" "plan lists the create"
+expect_gone out
+run plan --json; expect_rc 3 "plan --json"; json_ok "$OUT"
+expect_in "$OUT" '"op": "create"' "plan json op"
+
+run sync; expect_rc 0 "first sync"
+expect_file out/a.txt alpha
+expect_file out/d/b.txt beta
+[ "$(stat -c %a out/d/b.txt)" = 640 ] || fail "mode not copied"
+expect_in "$OUT" "site: 2 created" "summary counts entries, not their directory"
+
+# no-op: no write at all (inode and mtime unchanged), nothing read
+before=$(stat -c '%i %Y %y' out/a.txt out/d/b.txt)
+run sync; expect_rc 0 "no-op sync"
+expect_in "$OUT" "0 created, 0 updated, 0 deleted; 2 files (0 read)" "no-op summary"
+after=$(stat -c '%i %Y %y' out/a.txt out/d/b.txt)
+[ "$before" = "$after" ] || fail "no-op sync rewrote targets"
+run plan; expect_rc 0 "plan after sync"
+expect_in "$OUT" "No changes" "plan says no changes"
+
+# modify
+printf 'alpha 2\n' > src/a.txt
+run sync; expect_rc 0 "modify"
+expect_file out/a.txt "alpha 2"
+expect_in "$OUT" "1 updated" "modify summary"
+
+# delete and rename
+rm src/d/b.txt
+mv src/a.txt src/renamed.txt
+run sync --json; expect_rc 0 "delete+rename"; json_ok "$OUT"
+expect_gone out/d/b.txt
+expect_gone out/d          # the emptied parent goes too
+expect_gone out/a.txt
+expect_file out/renamed.txt "alpha 2"
+expect_in "$OUT" '"deleted": 2' "json counts deletes"
+
+# tend ls / status --json
+run ls; expect_rc 0 "ls"; expect_in "$OUT" "out/renamed.txt" "ls lists the entry"
+run status --json; expect_rc 0 "status"; json_ok "$OUT"
+# workspace discovery from a subdirectory, and -C
+mkdir -p src/deep && cd src/deep && run plan && cd "$WS"
+expect_rc 0 "plan from a subdirectory finds tend.conf"
+cd / && run -C "$WS" plan && cd "$WS"; expect_rc 0 "-C DIR"
+finish

@@ -1,0 +1,55 @@
+#!/bin/sh
+# file-mode (lossy), exclusive (destructive), drop, check and --full.
+. "$(dirname "$0")/lib.sh"
+
+mkdir src
+for i in 1 2 3; do printf "f$i" > src/f$i; done
+old src/*
+conf_site "	file-mode = 0644"
+run sync; expect_rc 0 "first"
+[ "$(stat -c %a out/f1)" = 644 ] || fail "file-mode 0644"
+
+# lossy: every entry re-applied once, content unchanged
+conf_site "	file-mode = 0600"
+run plan; expect_rc 3 "plan shows the lossy change"
+expect_in "$OUT" "! lossy site out/" "plan marks the invalidation"
+run sync; expect_rc 0 "lossy"
+expect_in "$OUT" "3 updated" "all entries re-applied"
+for i in 1 2 3; do expect_file out/f$i f$i; [ "$(stat -c %a out/f$i)" = 600 ] || fail "mode of f$i"; done
+run sync; expect_rc 0 "after lossy"; expect_in "$OUT" "0 updated" "once only"
+
+# non-exclusive: a stranger's file is left alone
+printf 'mine' > out/stranger
+run sync; expect_rc 0 "stranger"; expect_file out/stranger mine
+# exclusive on: destructive, the undeclared file goes
+conf_site "	file-mode = 0600
+	exclusive = true"
+run sync; expect_rc 0 "exclusive on"
+expect_gone out/stranger
+for i in 1 2 3; do expect_file out/f$i f$i; done
+
+# check: a hand-edited and a hand-deleted entry; --full repairs
+printf 'edited' > out/f1
+rm out/f2
+run check; expect_rc 1 "check finds drift"
+expect_in "$OUT" "out/f1: content differs" "edited entry"
+expect_in "$OUT" "out/f2: missing" "deleted entry"
+run check --json; json_ok "$OUT"
+run sync --full; expect_rc 0 "sync --full"
+expect_file out/f1 f1; expect_file out/f2 f2
+run check; expect_rc 0 "no drift after repair"
+
+# drop leaves no trace, and spares another app in the same directory
+cat >> tend.conf <<'CONF'
+[app "other"]
+	source = src2
+	target = dir:out2
+CONF
+mkdir src2; printf 'keep' > src2/k
+run sync; expect_rc 0 "two apps"
+run drop site; expect_rc 0 "drop"
+expect_gone out
+expect_file out2/k keep
+run ls site; expect_rc 0 "ls after drop"; [ -z "$OUT" ] || fail "ls after drop: $OUT"
+run status; expect_in "$OUT" "other:" "the other app is still there"
+finish

@@ -1,0 +1,32 @@
+# Shared helpers for the end-to-end tests: each test gets a fresh
+# workspace in a temp dir, removed on exit.
+set -u
+TEND=${TEND:?path to the tend binary}
+WS=$(mktemp -d "${TMPDIR:-/tmp}/tend-e2e-XXXXXX")
+trap 'chmod -R u+rwx "$WS" 2>/dev/null; rm -rf "$WS"' EXIT
+cd "$WS"
+FAILS=0
+
+fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+pass() { :; }
+t() { "$TEND" "$@"; }
+# run: capture stdout, stderr and the exit code
+run() { OUT=$("$TEND" "$@" 2>"$WS/.err"); RC=$?; ERR=$(cat "$WS/.err"); }
+expect_rc() { [ "$RC" = "$1" ] || fail "$2: exit $RC, want $1 (stderr: $ERR)"; }
+expect_file() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ] || fail "$1 should hold '$2', has '$(cat "$1" 2>/dev/null || echo '<missing>')'"; }
+expect_gone() { [ ! -e "$1" ] && [ ! -L "$1" ] || fail "$1 should not exist"; }
+expect_in() { case "$1" in *"$2"*) ;; *) fail "$3: '$2' not in: $1";; esac; }
+json_ok() { printf '%s' "$1" | python3 -c 'import json,sys; json.load(sys.stdin)' || fail "not JSON: $1"; }
+# Out of the racy window: an old mtime, and a ctime 60 ms in the past
+# (a file changed within 50 ms of a scan is read again next time).
+old() { touch -d '2001-01-01 00:00:00' "$@"; sleep 0.06; }
+finish() { if [ "$FAILS" = 0 ]; then echo "1 passed, 0 failed"; exit 0; else echo "0 passed, 1 failed ($FAILS assertions)"; exit 1; fi; }
+
+conf_site() {
+	cat > tend.conf <<CONF
+[app "site"]
+	source = src
+	target = dir:out
+$*
+CONF
+}

@@ -1,0 +1,68 @@
+#!/bin/sh
+# Hostile names and trees: "..", absolute names, a symlink planted in the
+# target, symlink loops, non-UTF-8 and newline names, config errors, the
+# delete brake, a missing source.
+. "$(dirname "$0")/lib.sh"
+
+mkdir -p src outside
+printf 'x' > src/a
+old src/a
+# a name escaping with ..
+conf_site "	name = ../escape/{name}"
+run sync; expect_rc 1 "a .. name is refused"
+expect_in "$ERR" "has a \"..\" component" "the message names the problem"
+expect_gone escape
+# an absolute name
+conf_site "	name = $WS/outside/{name}"
+run sync; expect_rc 1 "an absolute name is refused"
+expect_in "$ERR" "is absolute" "absolute message"
+[ -z "$(ls outside)" ] || fail "wrote outside"
+
+# a symlink planted inside the target, pointing outside
+rm -rf out .tend
+mkdir -p src/sub; printf 'y' > src/sub/b; old src/sub/b
+conf_site ""
+mkdir out; ln -s "$WS/outside" out/sub
+run sync; expect_rc 1 "symlink in the target"
+expect_in "$ERR" "symbolic link" "refuses to follow"
+[ -z "$(ls outside)" ] || fail "followed the planted symlink"
+expect_file out/a x         # the rest still applied
+
+# odd source trees: a symlink loop, non-UTF-8 and newline names
+rm -rf out .tend src; mkdir src
+ln -s . src/loop
+ln -s /etc/passwd src/link
+printf 'n' > "$(printf 'src/caf\351')"
+printf 'l' > "$(printf 'src/two\nlines')"
+run sync; expect_rc 0 "odd names"
+expect_file "$(printf 'out/caf\351')" n
+expect_file "$(printf 'out/two\nlines')" l
+expect_gone out/loop; expect_gone out/link
+
+# config errors: exit 2, file:line, the key, a suggestion; nothing applied
+printf '[app "x"]\n\tsource = src\n\ttraget = dir:o\n' > tend.conf
+run sync; expect_rc 2 "config typo"
+expect_in "$ERR" "tend.conf:3: app.x.traget: unknown key; did you mean \"target\"?" "diagnostic"
+expect_gone o
+
+# the delete brake: most of a tree disappears
+rm -rf out .tend src; mkdir src
+i=0; while [ $i -lt 40 ]; do printf "$i" > src/f$i; i=$((i+1)); done
+conf_site ""
+run sync; expect_rc 0 "40 files"
+i=0; while [ $i -lt 30 ]; do rm src/f$i; i=$((i+1)); done
+run sync; expect_rc 1 "the brake trips"
+expect_in "$ERR" "30 source items vanished" "held deletes reported"
+expect_file out/f0 0
+run sync --allow-delete; expect_rc 0 "--allow-delete releases"
+expect_gone out/f0; expect_file out/f35 35
+# an emptied source is braked whatever the count
+rm -f src/*
+run sync; expect_rc 1 "emptied source"
+expect_file out/f35 35
+# a missing (unmounted) source touches nothing
+rm -rf src
+run sync; expect_rc 1 "missing source"
+expect_in "$ERR" "missing or not a directory" "missing source message"
+expect_file out/f35 35
+finish
