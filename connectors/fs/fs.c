@@ -705,20 +705,33 @@ out:
 	return rc;
 }
 
+/*
+ * Write the entry atomically. The content goes into an anonymous
+ * O_TMPFILE inode (a kill mid-copy leaves nothing: the kernel frees it),
+ * which is then linked under a temporary name and renamed over the entry,
+ * so a kill can leave a named temporary file only between those two
+ * calls. Filesystems without O_TMPFILE get a named temporary file.
+ */
 static int
 put_entry(int dirfd, const char *leaf, const struct entry_action *a)
 {
-	char tmp[64];
-	int fd = -1, rc;
+	char tmp[64] = "", proc[64];
+	int fd, rc;
+	bool anon = true;
 	static unsigned counter;
 
-	for (int tries = 0; tries < 100; tries++) {
-		snprintf(tmp, sizeof tmp, ".tend-%d-%u.tmp", (int)getpid(),
-		    counter++);
-		fd = openat(dirfd, tmp,
-		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd >= 0 || errno != EEXIST)
-			break;
+	fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		anon = false;
+		for (int tries = 0; tries < 100; tries++) {
+			snprintf(tmp, sizeof tmp, ".tend-%d-%u.tmp",
+			    (int)getpid(), counter++);
+			fd = openat(dirfd, tmp,
+			    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    0600);
+			if (fd >= 0 || errno != EEXIST)
+				break;
+		}
 	}
 	if (fd < 0)
 		return tend_error_set(TEND_ERROR, "create in %s: %s", a->dir,
@@ -726,12 +739,27 @@ put_entry(int dirfd, const char *leaf, const struct entry_action *a)
 	rc = copy_into(fd, a->spec.src);
 	if (rc == 0 && fchmod(fd, a->spec.mode & 07777) != 0)
 		rc = tend_error_set(TEND_ERROR, "chmod: %s", strerror(errno));
+	if (rc == 0 && anon) {
+		snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+		for (int tries = 0; tries < 100; tries++) {
+			snprintf(tmp, sizeof tmp, ".tend-%d-%u.tmp",
+			    (int)getpid(), counter++);
+			if (linkat(AT_FDCWD, proc, dirfd, tmp,
+				AT_SYMLINK_FOLLOW) == 0)
+				break;
+			if (errno != EEXIST) {
+				rc = tend_error_set(TEND_ERROR, "link: %s",
+				    strerror(errno));
+				break;
+			}
+		}
+	}
 	if (close(fd) != 0 && rc == 0)
 		rc = tend_error_set(TEND_ERROR, "close: %s", strerror(errno));
 	if (rc == 0 && renameat(dirfd, tmp, dirfd, leaf) != 0)
 		rc = tend_error_set(TEND_ERROR, "rename to %s: %s", leaf,
 		    strerror(errno));
-	if (rc)
+	if (rc && (!anon || tmp[0]))
 		unlinkat(dirfd, tmp, 0);
 	return rc;
 }
