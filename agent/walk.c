@@ -173,51 +173,59 @@ load_gitignore(struct walker *w, int dirfd, size_t base)
 	tend_buf_release(&b);
 }
 
+/* Takes ownership of dirfd. */
 static int
 walk_dir(struct walker *w, int dirfd, int depth)
 {
 	size_t base = w->rel.len, nrules = w->nrules, n = 0, cap = 0;
 	struct ent *ents = NULL;
+	bool has_gitignore = false;
 	DIR *d;
 	struct dirent *e;
 	int rc = 0;
 
-	if (depth > 256)
-		return 0;
-	if (w->o->gitignore)
-		load_gitignore(w, dirfd, base);
-	int dup = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-	if (dup < 0 || !(d = fdopendir(dup))) {
-		if (dup >= 0)
-			close(dup);
+	if (depth > 256 || !(d = fdopendir(dirfd))) {
+		close(dirfd);
 		w->skipped++;
-		goto out;
+		return 0;
 	}
 	while ((e = readdir(d))) {
-		struct stat st;
+		const char *nm = e->d_name;
 
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+		if (nm[0] == '.' && (!nm[1] || (nm[1] == '.' && !nm[2])))
 			continue;
-		if (depth == 0 && strcmp(e->d_name, ".git") == 0)
+		if (depth == 0 && strcmp(nm, ".git") == 0)
 			continue;
-		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-			w->skipped++;
-			continue;
-		}
-		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-			w->skipped++; /* symlinks are never followed */
-			continue;
-		}
+		if (strcmp(nm, ".gitignore") == 0)
+			has_gitignore = true;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 32;
 			ents = tend_xrealloc(ents, cap * sizeof *ents);
 		}
-		ents[n].name = tend_xstrdup(e->d_name);
-		ents[n].dir = S_ISDIR(st.st_mode);
-		ents[n].st = st;
+		/* directories are known from d_type: no stat for them */
+		if (e->d_type == DT_DIR) {
+			ents[n].dir = true;
+		} else if (e->d_type == DT_REG || e->d_type == DT_UNKNOWN) {
+			if (fstatat(dirfd, nm, &ents[n].st,
+				AT_SYMLINK_NOFOLLOW) != 0) {
+				w->skipped++;
+				continue;
+			}
+			if (!S_ISREG(ents[n].st.st_mode) &&
+			    !S_ISDIR(ents[n].st.st_mode)) {
+				w->skipped++;
+				continue;
+			}
+			ents[n].dir = S_ISDIR(ents[n].st.st_mode);
+		} else {
+			w->skipped++; /* symlinks are never followed */
+			continue;
+		}
+		ents[n].name = tend_xstrdup(nm);
 		n++;
 	}
-	closedir(d);
+	if (w->o->gitignore && has_gitignore)
+		load_gitignore(w, dirfd, base);
 	qsort(ents, n, sizeof *ents, cmp_ent);
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct ent *en = &ents[i];
@@ -228,9 +236,11 @@ walk_dir(struct walker *w, int dirfd, int depth)
 			tend_buf_putc(&w->rel, '/');
 		tend_buf_puts(&w->rel, en->name);
 		const char *rel = w->rel.ptr;
-		if (listed(w->o->skip, w->o->nskip, rel, en->dir) ||
-		    (w->o->gitignore && ignored_by_rules(w, rel, en->dir)) ||
-		    listed(w->o->exclude, w->o->nexclude, rel, en->dir))
+		if ((w->o->nskip &&
+			listed(w->o->skip, w->o->nskip, rel, en->dir)) ||
+		    (w->nrules && ignored_by_rules(w, rel, en->dir)) ||
+		    (w->o->nexclude &&
+			listed(w->o->exclude, w->o->nexclude, rel, en->dir)))
 			continue;
 		if (en->dir) {
 			int sub = openat(dirfd, en->name,
@@ -240,7 +250,6 @@ walk_dir(struct walker *w, int dirfd, int depth)
 				continue;
 			}
 			rc = walk_dir(w, sub, depth + 1);
-			close(sub);
 			continue;
 		}
 		if (w->o->ninclude &&
@@ -248,7 +257,7 @@ walk_dir(struct walker *w, int dirfd, int depth)
 			continue;
 		rc = w->fn(rel, w->rel.len, dirfd, en->name, &en->st, w->arg);
 	}
-out:
+	closedir(d);
 	for (size_t i = 0; i < n; i++)
 		free(ents[i].name);
 	free(ents);
@@ -273,7 +282,6 @@ tend_walk(const char *root, const struct tend_walk_opts *o, tend_walk_fn *fn,
 						      : TEND_ERROR,
 		    "source %s: %s", root, strerror(errno));
 	rc = walk_dir(&w, fd, 0);
-	close(fd);
 	free(w.rules);
 	tend_buf_release(&w.rel);
 	if (nskipped)

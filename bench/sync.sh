@@ -1,0 +1,55 @@
+#!/bin/sh
+# bench/sync.sh N [RUNS] - tend sync beside rsync -a --delete, in one run,
+# on a generated tree of N files (copy declaration, dir target):
+#   cold sync, no-op re-sync, 10 files changed, and 10 changed + 5 deleted
+#   + 5 renamed + 5 new. Prints medians (hyperfine) and tend/rsync ratios,
+#   and tend's peak RSS for the cold and no-op syncs.
+# Needs: hyperfine, rsync, python3, a built tend (TEND=, default build/).
+set -eu
+N=${1:-10000}
+RUNS=${2:-5}
+here=$(cd "$(dirname "$0")" && pwd)
+TEND=${TEND:-$here/../build/agent/tend}
+TEND=$(cd "$(dirname "$TEND")" && pwd)/$(basename "$TEND")
+W=${BENCH_DIR:-/tmp/tend-bench-$N}
+rm -rf "$W"; mkdir -p "$W"; cd "$W"
+python3 "$here/gentree.py" gen src -n "$N"
+printf '[app "mirror"]\n\tsource = src\n\ttarget = dir:out\n' > tend.conf
+echo 0 > .round
+# changes for one measured run; each tool catches up in a warmup first
+mut="r=\$(cat .round); echo \$((r+1)) > .round; python3 $here/gentree.py mutate src --round \$r"
+sleep 0.1 # leave the racy window: every file is as old as in real use
+
+hf() { # name, runs, prepare, warmup
+	hyperfine -N --style basic --runs "$2" --warmup "$4" --prepare "$3" \
+		--export-json "$W/$1.json" \
+		-n tend "$TEND sync -q" \
+		-n rsync "rsync -a --delete src/ rdst/" >/dev/null
+}
+# cold: both start from nothing
+hf cold 3 "rm -rf out .tend rdst" 0
+# bring both up to date, then time the no-op
+"$TEND" sync -q; rsync -a --delete src/ rdst/
+hf noop "$RUNS" "true" 1
+hf changed10 "$RUNS" "sh -c '$mut --modify 10'" 1
+hf mixed "$RUNS" "sh -c '$mut --modify 10 --delete 5 --rename 5 --create 5'" 1
+# peak RSS (KiB) of a cold and a no-op sync
+rm -rf out .tend
+cold_rss=$(/usr/bin/time -f %M "$TEND" sync -q 2>&1 >/dev/null | tail -1)
+noop_rss=$(/usr/bin/time -f %M "$TEND" sync -q 2>&1 >/dev/null | tail -1)
+diff -r src out >/dev/null && same=yes || same=NO
+
+python3 - "$W" "$N" "$cold_rss" "$noop_rss" "$same" <<'PY'
+import json, statistics, sys
+w, n, cold_rss, noop_rss, same = sys.argv[1:]
+print(f"tend sync vs rsync -a --delete, {int(n):,} files (medians, seconds)")
+print(f"{'workload':<34} {'tend':>8} {'rsync':>8} {'ratio':>7}")
+for key, label in [("cold", "cold sync"), ("noop", "no-op re-sync"),
+                   ("changed10", "10 files changed"),
+                   ("mixed", "10 mod + 5 del + 5 ren + 5 new")]:
+    r = {x["command"]: statistics.median(x["times"])
+         for x in json.load(open(f"{w}/{key}.json"))["results"]}
+    print(f"{label:<34} {r['tend']:8.3f} {r['rsync']:8.3f} {r['tend']/r['rsync']:6.2f}x")
+print(f"tend peak RSS: cold {int(cold_rss)/1024:.1f} MiB, no-op {int(noop_rss)/1024:.1f} MiB")
+print(f"target equals source after the runs: {same}")
+PY
