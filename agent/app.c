@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,39 @@ tend_ws_load(struct tend_ws *ws, const char *dir, const char *conf,
 	return rc;
 }
 
+static void rm_tree(const char *path);
+
+/* state/staging/<pid>: where entries are written before being renamed
+ * into place. What a killed process left is removed here. */
+static void
+staging_setup(struct tend_ws *ws)
+{
+	struct tend_buf base = TEND_BUF_INIT;
+	DIR *d;
+	struct dirent *e;
+
+	tend_buf_printf(&base, "%s/staging", ws->state_dir);
+	mkdir(base.ptr, 0700);
+	if ((d = opendir(base.ptr))) {
+		while ((e = readdir(d))) {
+			char *end;
+			long pid = strtol(e->d_name, &end, 10);
+
+			if (*end || pid <= 0 ||
+			    (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+				continue;
+			char *p = path_join(base.ptr, e->d_name);
+			rm_tree(p);
+			free(p);
+		}
+		closedir(d);
+	}
+	tend_buf_printf(&base, "/%d", (int)getpid());
+	mkdir(base.ptr, 0700);
+	ws->staging = tend_buf_detach(&base, NULL);
+	tend_engine_set_resource(ws->eng, "staging", ws->staging);
+}
+
 int
 tend_ws_open(struct tend_ws *ws)
 {
@@ -153,6 +187,7 @@ tend_ws_open(struct tend_ws *ws)
 	if ((rc = tend_engine_open(&ws->eng, ws->state_dir, NULL)))
 		return rc;
 	tend_engine_set_resource(ws->eng, "workspace", ws->root);
+	staging_setup(ws);
 	return tend_fs_register(ws->eng);
 }
 
@@ -160,6 +195,9 @@ void
 tend_ws_close(struct tend_ws *ws)
 {
 	tend_engine_close(ws->eng);
+	if (ws->staging)
+		rm_tree(ws->staging);
+	free(ws->staging);
 	tend_config_finish(&ws->cfg);
 	free(ws->root);
 	free(ws->conf_path);

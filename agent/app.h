@@ -22,6 +22,7 @@ struct tend_ws {
 	char *root;	 /* absolute workspace directory */
 	char *conf_path; /* absolute path of tend.conf */
 	char *state_dir; /* absolute */
+	char *staging;	 /* state/staging/<pid> */
 	struct tend_config cfg;
 	struct tend_engine *eng;
 };

@@ -708,21 +708,26 @@ out:
 /*
  * Write the entry atomically. The content goes into an anonymous
  * O_TMPFILE inode (a kill mid-copy leaves nothing: the kernel frees it),
- * which is then linked under a temporary name and renamed over the entry,
- * so a kill can leave a named temporary file only between those two
- * calls. Filesystems without O_TMPFILE get a named temporary file.
+ * which is linked under a temporary name in the staging directory (the
+ * "staging" resource: the state directory's, swept of a dead process's
+ * leftovers at the next start) and renamed over the entry. A target
+ * therefore never shows a temporary name. Without a staging directory on
+ * the same filesystem, or without O_TMPFILE, the temporary file is made
+ * in the entry's own directory.
  */
 static int
-put_entry(int dirfd, const char *leaf, const struct entry_action *a)
+put_entry(int dirfd, int stagefd, const char *leaf,
+    const struct entry_action *a)
 {
 	char tmp[64] = "", proc[64];
-	int fd, rc;
+	int fd, rc, tmpdir = stagefd >= 0 ? stagefd : dirfd;
 	bool anon = true;
 	static unsigned counter;
 
-	fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	fd = openat(tmpdir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		anon = false;
+		tmpdir = dirfd;
 		for (int tries = 0; tries < 100; tries++) {
 			snprintf(tmp, sizeof tmp, ".tend-%d-%u.tmp",
 			    (int)getpid(), counter++);
@@ -744,28 +749,35 @@ put_entry(int dirfd, const char *leaf, const struct entry_action *a)
 		for (int tries = 0; tries < 100; tries++) {
 			snprintf(tmp, sizeof tmp, ".tend-%d-%u.tmp",
 			    (int)getpid(), counter++);
-			if (linkat(AT_FDCWD, proc, dirfd, tmp,
+			if (linkat(AT_FDCWD, proc, tmpdir, tmp,
 				AT_SYMLINK_FOLLOW) == 0)
 				break;
 			if (errno != EEXIST) {
 				rc = tend_error_set(TEND_ERROR, "link: %s",
 				    strerror(errno));
+				tmp[0] = '\0';
 				break;
 			}
 		}
 	}
 	if (close(fd) != 0 && rc == 0)
 		rc = tend_error_set(TEND_ERROR, "close: %s", strerror(errno));
-	if (rc == 0 && renameat(dirfd, tmp, dirfd, leaf) != 0)
+	if (rc == 0 && renameat(tmpdir, tmp, dirfd, leaf) != 0) {
+		if (errno == EXDEV && tmpdir != dirfd) {
+			/* staging is on another filesystem: stage here */
+			unlinkat(tmpdir, tmp, 0);
+			return put_entry(dirfd, -1, leaf, a);
+		}
 		rc = tend_error_set(TEND_ERROR, "rename to %s: %s", leaf,
 		    strerror(errno));
-	if (rc && (!anon || tmp[0]))
-		unlinkat(dirfd, tmp, 0);
+	}
+	if (rc && tmp[0])
+		unlinkat(tmpdir, tmp, 0);
 	return rc;
 }
 
 static int
-apply_entry(int root, const struct entry_action *a)
+apply_entry(int root, int stagefd, const struct entry_action *a)
 {
 	struct chain c = {0};
 	struct tend_buf parent = TEND_BUF_INIT;
@@ -827,7 +839,7 @@ apply_entry(int root, const struct entry_action *a)
 					break;
 		}
 	} else if (rc == 0)
-		rc = put_entry(c.fd[c.n - 1], leaf, a);
+		rc = put_entry(c.fd[c.n - 1], stagefd, leaf, a);
 	chain_close(&c);
 	return rc;
 }
@@ -845,14 +857,21 @@ entry_apply(struct tend_sink *sink, struct tend_context *ctx,
 			    tend_error_last());
 		return;
 	}
+	const char *staging = tend_context_get(ctx, "staging");
+	int stagefd = staging ? open(staging,
+				    O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+			      : -1;
+
 	for (size_t i = 0; i < n; i++) {
 		struct entry_action *a = actions[i];
-		int rc = apply_entry(root, a);
+		int rc = apply_entry(root, stagefd, a);
 
 		if (rc)
 			tend_apply_fail(&results[i], rc, "%s%s%s: %s", a->dir,
 			    a->dir[0] ? "/" : "", a->name, tend_error_last());
 	}
+	if (stagefd >= 0)
+		close(stagefd);
 	close(root);
 }
 
