@@ -20,6 +20,7 @@
 #include "app.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -43,7 +44,7 @@
  * without its mtime moving (timestamps advance in kernel ticks): its
  * signature is not trusted next time. */
 #define RACY_NS (50ull * 1000000ull)
-#define SIG_VERSION 1
+#define SIG_VERSION 2
 
 /* ---- workspace ---- */
 
@@ -59,6 +60,23 @@ path_join(const char *a, const char *b)
 	else
 		tend_buf_printf(&p, "%s/%s", a, b);
 	return tend_buf_detach(&p, NULL);
+}
+
+static int
+hash_fd_fp(int fd, struct tend_fp *out)
+{
+	struct tend_hasher h;
+	char buf[1 << 16];
+	ssize_t n;
+
+	tend_hasher_init(&h);
+	tend_hasher_begin_stream(&h);
+	while ((n = read(fd, buf, sizeof buf)) > 0)
+		tend_hasher_raw(&h, buf, (size_t)n);
+	if (n < 0)
+		return -1;
+	*out = tend_hasher_final(&h);
+	return 0;
 }
 
 int
@@ -195,6 +213,12 @@ void
 tend_ws_close(struct tend_ws *ws)
 {
 	tend_engine_close(ws->eng);
+	for (size_t i = 0; i < ws->nplugins; i++) {
+		free(ws->plugins[i].spec);
+		if (ws->plugins[i].dl)
+			dlclose(ws->plugins[i].dl);
+	}
+	free(ws->plugins);
 	if (ws->staging)
 		rm_tree(ws->staging);
 	free(ws->staging);
@@ -214,6 +238,106 @@ tend_ws_app(struct tend_ws *ws, const char *name)
 	return NULL;
 }
 
+int
+tend_ws_add_code_apps(struct tend_ws *ws, const struct tend_main_opts *o)
+{
+	ws->code = o;
+	for (size_t i = 0; i < o->napps; i++) {
+		const struct tend_code_app *ca = &o->apps[i];
+		struct tend_diags d = {0};
+		struct tend_config tmp;
+		struct tend_buf text = TEND_BUF_INIT;
+
+		if (tend_ws_app(ws, ca->name))
+			return tend_error_set(TEND_EINVALID,
+			    "app %s is defined twice (tend.conf and code)",
+			    ca->name);
+		/* go through the parser: the same validation as tend.conf */
+		tend_buf_printf(&text, "[app \"%s\"]\nsource = \"%s\"\n"
+				       "target = \"%s\"\ndeclare = \"plugin code "
+				       "%s\"\n",
+		    ca->name, ca->source, ca->target, ca->name);
+		int rc = tend_config_parse(text.ptr, text.len, "(code)", &tmp, &d);
+		tend_buf_release(&text);
+		if (rc) {
+			char *msg = tend_diags_format(&d);
+
+			tend_error_set(TEND_EINVALID, "app %s: %s", ca->name,
+			    msg);
+			free(msg);
+			tend_diags_finish(&d);
+			return TEND_EINVALID;
+		}
+		tmp.apps[0].declare = TEND_DECLARE_CODE;
+		tmp.apps[0].code_fn = (void *)(uintptr_t)ca->declare;
+		tmp.apps[0].code_version = ca->logic_version;
+		ws->cfg.apps = tend_xrealloc(ws->cfg.apps,
+		    (ws->cfg.napps + 1) * sizeof *ws->cfg.apps);
+		ws->cfg.apps[ws->cfg.napps++] = tmp.apps[0];
+		tmp.napps = 0;
+		tend_config_finish(&tmp);
+	}
+	return 0;
+}
+
+/* Load `declare = plugin FILE.so SYMBOL` once; FILE is relative to the
+ * workspace. Its bytes are part of the app's logic fingerprint. */
+static struct plugin *
+plugin_load(struct tend_ws *ws, const char *spec)
+{
+	for (size_t i = 0; i < ws->nplugins; i++)
+		if (strcmp(ws->plugins[i].spec, spec) == 0)
+			return ws->plugins[i].dl ? &ws->plugins[i] : NULL;
+	ws->plugins = tend_xrealloc(ws->plugins,
+	    (ws->nplugins + 1) * sizeof *ws->plugins);
+	struct plugin *p = &ws->plugins[ws->nplugins++];
+	memset(p, 0, sizeof *p);
+	p->spec = tend_xstrdup(spec);
+	const char *sp = strrchr(spec, ' ');
+	char *file = strndup(spec, (size_t)(sp - spec));
+	char *path = path_join(ws->root, file);
+	struct tend_buf init = TEND_BUF_INIT;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0 || hash_fd_fp(fd, &p->fp) != 0) {
+		tend_error_set(TEND_ERROR, "plugin %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!(p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
+		tend_error_set(TEND_ERROR, "plugin %s: %s", path, dlerror());
+		goto fail;
+	}
+	*(void **)&p->fn = dlsym(p->dl, sp + 1);
+	if (!p->fn) {
+		tend_error_set(TEND_ERROR, "plugin %s: no symbol %s", path, sp + 1);
+		dlclose(p->dl);
+		p->dl = NULL;
+		goto fail;
+	}
+	tend_buf_printf(&init, "%s_init", sp + 1);
+	tend_plugin_init_fn *initfn;
+	*(void **)&initfn = dlsym(p->dl, init.ptr);
+	if (initfn && initfn(ws->eng) != 0) {
+		tend_error_set(TEND_ERROR, "plugin %s: %s failed: %s", path,
+		    init.ptr, tend_error_last());
+		dlclose(p->dl);
+		p->dl = NULL;
+		goto fail;
+	}
+	close(fd);
+	free(file);
+	free(path);
+	tend_buf_release(&init);
+	return p;
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(file);
+	free(path);
+	tend_buf_release(&init);
+	return NULL;
+}
+
 /* ---- source items ---- */
 
 struct sig {
@@ -228,6 +352,10 @@ struct item {
 	size_t len;
 	struct sig sig;
 	bool hashed; /* read now: the SIG row needs writing */
+	bool ran;    /* its declaration ran and succeeded: new outputs */
+	/* the entries it declared, [u16 len][name][fp16]..., from the SIG
+	 * row, or collected when it ran: the manifest lists them */
+	struct tend_buf outs;
 };
 
 struct run {
@@ -245,7 +373,12 @@ struct run {
 	char *stage;	     /* staging directory for exec outputs */
 	unsigned stage_seq;
 	struct tend_provider *target;
+	struct plugin *plugin;
+	struct item *cur;    /* the item whose declaration runs now */
 };
+
+/* For tend_plugin_entry(): passes run on one thread, one at a time. */
+static struct run *current_run;
 
 static uint64_t
 ts_ns(const struct timespec *t)
@@ -288,8 +421,10 @@ sig_key(struct tend_buf *k, const char *app, const char *rel, size_t len)
 	}
 }
 
+#define SIG_FIXED (1 + 32 + 4 + 1 + 16)
+
 static void
-sig_encode(struct tend_buf *b, const struct sig *s)
+sig_encode(struct tend_buf *b, const struct sig *s, const struct tend_buf *outs)
 {
 	uint64_t v[4] = {s->size, s->mtime_ns, s->ctime_ns, s->ino};
 
@@ -298,6 +433,7 @@ sig_encode(struct tend_buf *b, const struct sig *s)
 	tend_buf_put(b, &s->mode, 4);
 	tend_buf_putc(b, s->trusted);
 	tend_buf_put(b, s->fp.b, 16);
+	tend_buf_put(b, outs->ptr, outs->len);
 }
 
 static bool
@@ -305,7 +441,7 @@ sig_decode(const struct tend_bytes *v, struct sig *s)
 {
 	uint64_t x[4];
 
-	if (v->len != 1 + 32 + 4 + 1 + 16 || v->data[0] != SIG_VERSION)
+	if (v->len < SIG_FIXED || v->data[0] != SIG_VERSION)
 		return false;
 	memcpy(x, v->data + 1, 32);
 	s->size = x[0];
@@ -321,22 +457,13 @@ sig_decode(const struct tend_bytes *v, struct sig *s)
 static int
 hash_file(int dirfd, const char *leaf, struct tend_fp *out)
 {
-	int fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	struct tend_hasher h;
-	char buf[1 << 16];
-	ssize_t n;
+	int fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc;
 
 	if (fd < 0)
 		return -1;
-	tend_hasher_init(&h);
-	tend_hasher_begin_stream(&h);
-	while ((n = read(fd, buf, sizeof buf)) > 0)
-		tend_hasher_raw(&h, buf, (size_t)n);
+	rc = hash_fd_fp(fd, out);
 	close(fd);
-	if (n < 0)
-		return -1;
-	*out = tend_hasher_final(&h);
-	return 0;
+	return rc;
 }
 
 struct scan {
@@ -359,9 +486,13 @@ on_file(const char *rel, size_t len, int dirfd, const char *leaf,
 	it.len = len;
 	sig_of(&it.sig, st);
 	sig_key(&s->key, r->app->name, rel, len);
-	if (tend_store_get(s->txn, TEND_T_SIG, s->key.ptr, s->key.len, &v) ==
-		0 &&
-	    sig_decode(&v, &old) && old.trusted && sig_same(&old, &it.sig)) {
+	it.outs = (struct tend_buf)TEND_BUF_INIT;
+	bool have = tend_store_get(s->txn, TEND_T_SIG, s->key.ptr, s->key.len,
+			&v) == 0 &&
+	    sig_decode(&v, &old);
+	if (have)
+		tend_buf_put(&it.outs, v.data + SIG_FIXED, v.len - SIG_FIXED);
+	if (have && old.trusted && sig_same(&old, &it.sig)) {
 		it.sig.fp = old.fp;
 		it.sig.trusted = true;
 	} else {
@@ -482,6 +613,21 @@ expand_name(struct tend_buf *out, const char *tmpl, const char *rel)
 
 /* ---- declaration functions ---- */
 
+static char *stage_path(struct run *r);
+
+/* The fingerprint of content as the fs connector and the walk compute it
+ * (a streamed hash), so records agree however the bytes arrived. */
+static struct tend_fp
+tend_fp_bytes_stream(const void *data, size_t len)
+{
+	struct tend_hasher h;
+
+	tend_hasher_init(&h);
+	tend_hasher_begin_stream(&h);
+	tend_hasher_raw(&h, data, len);
+	return tend_hasher_final(&h);
+}
+
 static int
 declare_entry(struct tend_comp *c, struct run *r, const char *name,
     const char *src, const struct tend_fp *fp, uint64_t size, unsigned mode)
@@ -499,6 +645,41 @@ declare_entry(struct tend_comp *c, struct run *r, const char *name,
 	tend_fs_encode_entry(&v, &e);
 	rc = tend_declare(c, r->target, &k, v.ptr, v.len);
 	tend_buf_release(&v);
+	if (rc == 0 && r->cur) {
+		uint16_t len = (uint16_t)strlen(name);
+
+		tend_buf_put(&r->cur->outs, &len, 2);
+		tend_buf_put(&r->cur->outs, name, len);
+		tend_buf_put(&r->cur->outs, fp->b, 16);
+	}
+	return rc;
+}
+
+int
+tend_plugin_entry(struct tend_comp *c, const struct tend_source_item *item,
+    const char *name, const void *data, size_t len, unsigned mode)
+{
+	struct run *r = current_run;
+	struct tend_fp fp;
+	char *path;
+	int fd, rc;
+
+	(void)item;
+	if (!r)
+		return tend_error_set(TEND_EINVALID,
+		    "tend_plugin_entry: no pass is running");
+	path = stage_path(r);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, data, len) != (ssize_t)len) {
+		rc = tend_error_set(TEND_ERROR, "stage %s: %s", path,
+		    strerror(errno));
+	} else {
+		fp = tend_fp_bytes_stream(data, len);
+		rc = declare_entry(c, r, name, path, &fp, len, mode & 07777);
+	}
+	if (fd >= 0)
+		close(fd);
+	free(path);
 	return rc;
 }
 
@@ -649,18 +830,46 @@ item_body(struct tend_comp *c, void *arg)
 		return tend_error_set(TEND_ERROR, "%s/%s: cannot read",
 		    r->app->source, it->rel);
 	expand_name(&name, r->app->name_tmpl, it->rel);
+	/* collect what it declares now (the manifest lists it) */
+	struct tend_buf old = it->outs;
+	it->outs = (struct tend_buf)TEND_BUF_INIT;
+	r->cur = it;
+	char *src = path_join(r->source, it->rel);
 	if (r->app->declare == TEND_DECLARE_COPY) {
-		char *src = path_join(r->source, it->rel);
-
 		rc = declare_entry(c, r, name.ptr, src, &it->sig.fp,
 		    it->sig.size, mode);
-		free(src);
 	} else if (r->app->declare == TEND_DECLARE_EXEC)
 		rc = run_exec(c, r, it->rel, name.ptr, mode, NULL);
-	else
-		rc = tend_error_set(TEND_ERROR,
-		    "%s: plugin declarations are not available in this build",
-		    r->app->name);
+	else {
+		struct tend_source_item si = {
+			.abi = TEND_PLUGIN_ABI,
+			.app = r->app->name,
+			.path = it->rel,
+			.abs_path = src,
+			.fp = it->sig.fp,
+			.mode = mode,
+			.name = name.ptr,
+			.target = r->target,
+			.engine = tend_comp_engine(c),
+		};
+		tend_plugin_fn *fn = r->plugin ? r->plugin->fn
+		    : (tend_plugin_fn *)(uintptr_t)r->app->code_fn;
+
+		tend_error_clear();
+		rc = fn(c, &si);
+		if (rc && !tend_error_last()[0])
+			tend_error_set(rc, "%s: declaration of %s failed (%d)",
+			    r->app->name, it->rel, rc);
+	}
+	r->cur = NULL;
+	free(src);
+	if (rc == 0) {
+		it->ran = true;
+		tend_buf_release(&old);
+	} else {
+		tend_buf_release(&it->outs);
+		it->outs = old;
+	}
 	tend_buf_release(&name);
 	return rc;
 }
@@ -689,6 +898,93 @@ item_input(const struct item *it)
 	tend_hasher_fp(&h, &it->sig.fp);
 	tend_hasher_int(&h, it->sig.mode & 0777);
 	return tend_hasher_final(&h);
+}
+
+struct mline {
+	const char *name;
+	size_t len;
+	const uint8_t *fp;
+};
+
+static int
+cmp_mline(const void *a, const void *b)
+{
+	const struct mline *x = a, *y = b;
+	size_t n = x->len < y->len ? x->len : y->len;
+	int c = memcmp(x->name, y->name, n);
+
+	return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/*
+ * The manifest attachment: one file in the target listing every entry
+ * with its digest ("<xxh3-128 hex>  <name>"), sorted by name. It is an
+ * attachment of the directory, not a child: switching it off deletes it,
+ * and it is never mistaken for an entry.
+ */
+static int
+declare_manifest(struct tend_comp *c, struct run *r)
+{
+	struct mline *lines = NULL;
+	size_t n = 0, cap = 0;
+	struct tend_buf text = TEND_BUF_INIT;
+	struct tend_provider *att;
+	int rc;
+
+	for (size_t i = 0; i < r->nitems; i++) {
+		const struct tend_buf *o = &r->items[i].outs;
+
+		for (size_t pos = 0; pos + 2 <= o->len;) {
+			uint16_t len;
+
+			memcpy(&len, o->ptr + pos, 2);
+			if (pos + 2 + len + 16 > o->len)
+				break;
+			if (n == cap) {
+				cap = cap ? cap * 2 : 256;
+				lines = tend_xrealloc(lines, cap * sizeof *lines);
+			}
+			lines[n].name = o->ptr + pos + 2;
+			lines[n].len = len;
+			lines[n].fp = (const uint8_t *)o->ptr + pos + 2 + len;
+			n++;
+			pos += 2 + len + 16;
+		}
+	}
+	qsort(lines, n, sizeof *lines, cmp_mline);
+	for (size_t i = 0; i < n; i++) {
+		if (lines[i].len == strlen(r->app->manifest_name) &&
+		    memcmp(lines[i].name, r->app->manifest_name,
+			lines[i].len) == 0) {
+			free(lines);
+			tend_buf_release(&text);
+			return tend_error_set(TEND_EINVALID,
+			    "%s: an entry is named like the manifest (%s): set "
+			    "manifest-name",
+			    r->app->name, r->app->manifest_name);
+		}
+		tend_buf_puthex(&text, lines[i].fp, 16);
+		tend_buf_puts(&text, "  ");
+		tend_buf_put(&text, lines[i].name, lines[i].len);
+		tend_buf_putc(&text, '\n');
+	}
+	free(lines);
+	if ((rc = tend_provider_attachment(r->target, "manifest", &att)) == 0) {
+		struct tend_provider *saved = r->target;
+		struct item *cur = r->cur;
+
+		/* the manifest is declared like an entry, in the attachment
+		 * namespace */
+		r->target = att;
+		r->cur = NULL;
+		struct tend_source_item si = {.abi = TEND_PLUGIN_ABI};
+		rc = tend_plugin_entry(c, &si, r->app->manifest_name, text.ptr,
+		    text.len, r->app->file_mode ? r->app->file_mode : 0644);
+		r->target = saved;
+		r->cur = cur;
+	}
+	tend_buf_release(&text);
+	return rc;
 }
 
 static int
@@ -753,6 +1049,8 @@ root_body(struct tend_comp *c, void *arg)
 
 		tend_mount_keep(c, path, 2);
 	}
+	if (r->app->manifest && r->app->target == TEND_TARGET_DIR)
+		return declare_manifest(c, r);
 	return 0;
 }
 
@@ -768,11 +1066,11 @@ sig_body(struct tend_txn *txn, void *arg)
 	for (size_t i = 0; i < r->nitems && rc == 0; i++) {
 		struct item *it = &r->items[i];
 
-		if (!it->hashed || it->sig.mode == 0)
+		if ((!it->hashed && !it->ran) || it->sig.mode == 0)
 			continue;
 		sig_key(&k, r->app->name, it->rel, it->len);
 		tend_buf_reset(&v);
-		sig_encode(&v, &it->sig);
+		sig_encode(&v, &it->sig, &it->outs);
 		rc = tend_store_put(txn, TEND_T_SIG, k.ptr, k.len, v.ptr, v.len);
 	}
 	/* forget vanished items, unless the brake holds them */
@@ -831,6 +1129,12 @@ app_logic(const struct tend_app_config *a)
 	tend_hasher_str(&h, a->name_tmpl ? a->name_tmpl : "{path}");
 	tend_hasher_int(&h, a->target);
 	tend_hasher_str(&h, a->target_path);
+	/* outputs of exec and plugin items are remembered for the
+	 * manifest only when they run: switching it on runs them */
+	if (a->declare != TEND_DECLARE_COPY)
+		tend_hasher_bool(&h, a->manifest);
+	if (a->declare == TEND_DECLARE_CODE)
+		tend_hasher_int(&h, a->code_version);
 	return tend_hasher_final(&h);
 }
 
@@ -953,6 +1257,18 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 		goto out;
 	if (o->progress)
 		o->progress(o->arg, app->name, res->files, res->hashed);
+	if (app->declare == TEND_DECLARE_PLUGIN) {
+		if (!(r.plugin = plugin_load(ws, app->declare_arg))) {
+			res->error = strdup(tend_error_last());
+			rc = TEND_ERROR;
+			goto out;
+		}
+		struct tend_hasher lh;
+		tend_hasher_init(&lh);
+		tend_hasher_fp(&lh, &r.logic);
+		tend_hasher_fp(&lh, &r.plugin->fp);
+		r.logic = tend_hasher_final(&lh);
+	}
 	/* the delete brake */
 	bool trip;
 	if (app->max_delete >= 0)
@@ -968,8 +1284,10 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 		r.nvanished = 0;
 	}
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
+	current_run = &r;
 	rc = tend_engine_run(ws->eng, app->name, root_body, &r, &po,
 	    &res->stats);
+	current_run = NULL;
 	if (!o->preview) {
 		int src = tend_store_write(tend_engine_store(ws->eng), sig_body,
 		    &r);
@@ -987,8 +1305,10 @@ out:
 	free(r.stage);
 	for (size_t i = 0; i < nskip; i++)
 		free(skip[i]);
-	for (size_t i = 0; i < r.nitems; i++)
+	for (size_t i = 0; i < r.nitems; i++) {
 		free(r.items[i].rel);
+		tend_buf_release(&r.items[i].outs);
+	}
 	free(r.items);
 	for (size_t i = 0; i < r.nvanished; i++)
 		free(r.vanished[i]);

@@ -17,8 +17,19 @@
 #include "config.h"
 #include "tend/buf.h"
 #include "tend/engine.h"
+#include "tend/plugin.h"
+
+struct plugin {
+	char *spec; /* "FILE.so SYMBOL" as configured */
+	void *dl;
+	tend_plugin_fn *fn;
+	struct tend_fp fp; /* of the object's bytes */
+};
 
 struct tend_ws {
+	struct plugin *plugins;
+	size_t nplugins;
+	const struct tend_main_opts *code;
 	char *root;	 /* absolute workspace directory */
 	char *conf_path; /* absolute path of tend.conf */
 	char *state_dir; /* absolute */
@@ -40,6 +51,9 @@ int tend_ws_open(struct tend_ws *ws);
 void tend_ws_close(struct tend_ws *ws);
 
 struct tend_app_config *tend_ws_app(struct tend_ws *ws, const char *name);
+
+/* Add tend_main()'s apps defined in code. Returns 0 or TEND_EINVALID. */
+int tend_ws_add_code_apps(struct tend_ws *ws, const struct tend_main_opts *o);
 
 struct tend_sync_opts {
 	bool full;

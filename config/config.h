@@ -27,6 +27,7 @@ enum tend_declare_kind {
 	TEND_DECLARE_COPY = 1,
 	TEND_DECLARE_EXEC,
 	TEND_DECLARE_PLUGIN,
+	TEND_DECLARE_CODE, /* a C function given to tend_main() */
 };
 
 struct tend_strv {
@@ -57,6 +58,9 @@ struct tend_app_config {
 	char *ref, *prefix, *message, *author, *executable;
 	struct tend_strv tags;
 	bool allow_checked_out;
+	/* TEND_DECLARE_CODE: set by the embedding program, not parsed */
+	void *code_fn;
+	unsigned code_version;
 };
 
 struct tend_config {

@@ -509,9 +509,42 @@ entry_check(struct tend_handler *base, struct tend_context *ctx,
 	return rc;
 }
 
+static const struct tend_handler_ops manifest_ops;
+
+/* A directory offers one attachment, "manifest": a file in it that lists
+ * every entry; reconciled like an entry, in its own namespace. */
+static size_t
+entry_attachments(struct tend_handler *base, struct tend_attachment *out,
+    size_t max)
+{
+	struct fs_handler *h = (struct fs_handler *)(void *)base;
+	struct fs_handler *m;
+
+	if (max < 1 || !h->rel)
+		return 0;
+	if (!(m = calloc(1, sizeof *m)))
+		abort();
+	tend_handler_init(&m->base, &manifest_ops);
+	m->rel = strdup(h->rel);
+	m->spec = h->spec;
+	m->spec.file_mode = 0; /* the manifest's own mode is declared */
+	out[0].type = "manifest";
+	out[0].handler = &m->base;
+	return 1;
+}
+
 static const struct tend_handler_ops entry_ops = {
 	.abi = TEND_TARGET_ABI,
 	.kind = "tend/entry",
+	.reconcile = entry_reconcile,
+	.attachments = entry_attachments,
+	.check = entry_check,
+	.destroy = fs_destroy,
+};
+
+static const struct tend_handler_ops manifest_ops = {
+	.abi = TEND_TARGET_ABI,
+	.kind = "tend/manifest",
 	.reconcile = entry_reconcile,
 	.check = entry_check,
 	.destroy = fs_destroy,

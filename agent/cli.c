@@ -1,5 +1,7 @@
 /*
- * main.c - the tend command line: sync, plan, ls, status, check, drop.
+ * cli.c - the tend command line: sync, plan, ls, status, check, drop.
+ * tend_main() is in libtend, so a program can embed the same CLI with
+ * apps defined in code (tend/plugin.h).
  *
  * Exit codes: 0 success (plan: nothing pending; check: no drift); 1 some
  * components or actions failed, deletes were held, or drift was found;
@@ -19,6 +21,7 @@
 #include "inspect.h"
 #include "store.h"
 #include "tend/buf.h"
+#include "tend/plugin.h"
 #include "tend/status.h"
 
 #define EXIT_FAIL 1
@@ -740,7 +743,7 @@ parse_args(struct cli *c, int argc, char **argv)
 }
 
 int
-main(int argc, char **argv)
+tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 {
 	struct cli c = {.color = -1, .json_items = TEND_BUF_INIT};
 	struct tend_ws ws;
@@ -772,6 +775,12 @@ main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	tend_buf_release(&err);
+	if (opts && (rc = tend_ws_add_code_apps(&ws, opts)) != 0) {
+		fprintf(stderr, "tend: %s\n", tend_error_last());
+		tend_ws_close(&ws);
+		free(c.apps);
+		return EXIT_USAGE;
+	}
 	if (strcmp(c.cmd, "sync") == 0)
 		rc = cmd_sync(&c, &ws, false);
 	else if (strcmp(c.cmd, "plan") == 0)

@@ -1,0 +1,57 @@
+#!/bin/sh
+# A declaration plugin (many entries, nested directories, failure), the
+# logic fingerprint following the .so's bytes, a program embedding
+# tend_main with an app in code, and the manifest attachment.
+. "$(dirname "$0")/lib.sh"
+PLUGIN=${PLUGIN:?} EMBED=${EMBED:?}
+
+mkdir src
+printf 'a\nb\n' > src/two.txt
+printf 'x\n' > src/one.txt
+cp "$PLUGIN" ./lines.so
+conf_site "	declare = plugin lines.so lines_declare"
+run sync; expect_rc 0 "plugin sync"
+expect_file out/two.txt "$(printf 'a\nb')"
+expect_file out/stats/two.txt.lines 2
+expect_file out/stats/one.txt.lines 1
+printf '#skip\n' > src/one.txt
+printf '#fail\n' > src/two.txt
+run sync; expect_rc 1 "a failing plugin call"
+expect_in "$ERR" "two.txt asks to fail" "the plugin's message"
+expect_gone out/one.txt; expect_gone out/stats/one.txt.lines   # skipped: zero entries
+expect_file out/stats/two.txt.lines 2                         # failed: kept
+# a rebuilt plugin is new logic: everything is declared again
+printf 'a\n' > src/two.txt
+run sync; expect_rc 0 "fixed"
+cp "$PLUGIN" lines.so && printf 'changed' >> lines.so
+run sync --json; expect_rc 0 "changed plugin bytes"
+expect_in "$OUT" '"files": 2' "json"
+run check; expect_rc 0 "check after plugin"
+# a missing symbol is a clear error
+conf_site "	declare = plugin lines.so no_such_symbol"
+run sync; expect_rc 1 "missing symbol"; expect_in "$ERR" "no symbol no_such_symbol" "symbol message"
+
+# an app defined in code, through tend_main
+rm -rf out .tend src; mkdir src
+printf '1\n2\n3\n' > src/n.txt
+printf '# no app here: it marks the workspace\n' > tend.conf
+OUT=$("$EMBED" sync 2>&1); RC=$?
+expect_rc 0 "embedded tend_main"
+expect_file reversed/n.txt "$(printf '3\n2\n1')"
+OUT=$("$EMBED" plan 2>&1); RC=$?; expect_rc 0 "embedded plan: nothing pending"
+
+# the manifest attachment: every entry with its digest
+rm -rf out .tend src reversed; mkdir -p src/d
+printf 'p' > src/p; printf 'q' > src/d/q
+conf_site "	manifest = true"
+run sync; expect_rc 0 "manifest on"
+[ "$(wc -l < out/.tend-manifest)" = 2 ] || fail "manifest lines: $(cat out/.tend-manifest)"
+expect_in "$(cat out/.tend-manifest)" "  d/q" "manifest lists d/q"
+printf 'r' > src/r
+run sync; expect_rc 0 "manifest grows"
+[ "$(wc -l < out/.tend-manifest)" = 3 ] || fail "manifest after a new file"
+conf_site ""
+run sync; expect_rc 0 "manifest off"
+expect_gone out/.tend-manifest
+expect_file out/p p
+finish
