@@ -44,7 +44,7 @@
  * without its mtime moving (timestamps advance in kernel ticks): its
  * signature is not trusted next time. */
 #define RACY_NS (50ull * 1000000ull)
-#define SIG_VERSION 2
+#define SIG_VERSION 3
 
 /* ---- workspace ---- */
 
@@ -345,6 +345,12 @@ struct sig {
 	uint32_t mode;
 	bool trusted; /* not racy when stored */
 	struct tend_fp fp;
+	/* the item's component last committed with this logic and this
+	 * target generation: while both hold and the signature is unchanged,
+	 * the component is kept without being looked at */
+	bool stamped;
+	struct tend_fp logic;
+	uint64_t gen_id, gen_schema;
 };
 
 struct item {
@@ -353,6 +359,9 @@ struct item {
 	struct sig sig;
 	bool hashed; /* read now: the SIG row needs writing */
 	bool ran;    /* its declaration ran and succeeded: new outputs */
+	bool unchanged; /* signature trusted and equal to the stored one */
+	bool kept;      /* kept by the fast path, not mounted */
+	bool restamp;   /* stamp written after the pass */
 	/* the entries it declared, [u16 len][name][fp16]..., from the SIG
 	 * row, or collected when it ran: the manifest lists them */
 	struct tend_buf outs;
@@ -421,18 +430,22 @@ sig_key(struct tend_buf *k, const char *app, const char *rel, size_t len)
 	}
 }
 
-#define SIG_FIXED (1 + 32 + 4 + 1 + 16)
+#define SIG_FIXED (1 + 32 + 4 + 1 + 16 + 1 + 16 + 16)
 
 static void
 sig_encode(struct tend_buf *b, const struct sig *s, const struct tend_buf *outs)
 {
 	uint64_t v[4] = {s->size, s->mtime_ns, s->ctime_ns, s->ino};
+	uint64_t g[2] = {s->gen_id, s->gen_schema};
 
 	tend_buf_putc(b, SIG_VERSION);
 	tend_buf_put(b, v, sizeof v);
 	tend_buf_put(b, &s->mode, 4);
 	tend_buf_putc(b, s->trusted);
 	tend_buf_put(b, s->fp.b, 16);
+	tend_buf_putc(b, s->stamped);
+	tend_buf_put(b, s->logic.b, 16);
+	tend_buf_put(b, g, sizeof g);
 	tend_buf_put(b, outs->ptr, outs->len);
 }
 
@@ -451,6 +464,12 @@ sig_decode(const struct tend_bytes *v, struct sig *s)
 	memcpy(&s->mode, v->data + 33, 4);
 	s->trusted = v->data[37] != 0;
 	memcpy(s->fp.b, v->data + 38, 16);
+	s->stamped = v->data[54] != 0;
+	memcpy(s->logic.b, v->data + 55, 16);
+	uint64_t g[2];
+	memcpy(g, v->data + 71, 16);
+	s->gen_id = g[0];
+	s->gen_schema = g[1];
 	return true;
 }
 
@@ -470,7 +489,46 @@ struct scan {
 	struct run *r;
 	struct tend_txn *txn;
 	struct tend_buf key;
+	/* the SIG rows are merged with the walk (both in path order)
+	 * instead of looked up one by one */
+	struct tend_iter it;
+	bool started, cur_valid;
+	struct tend_bytes ck, cv;
 };
+
+static int
+cmp_bytes(const void *a, size_t alen, const void *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	return c ? c : (alen > blen) - (alen < blen);
+}
+
+/* The stored signature row of the key in s->key, or not found. */
+static int
+sig_lookup(struct scan *s, size_t rel_len, struct tend_bytes *v)
+{
+	if (rel_len > 400) /* digested keys are out of path order */
+		return tend_store_get(s->txn, TEND_T_SIG, s->key.ptr,
+		    s->key.len, v);
+	if (!s->started) {
+		size_t plen = strlen(s->r->app->name) + 1;
+
+		s->started = true;
+		tend_store_iter_init(&s->it, s->txn, TEND_T_SIG, s->key.ptr,
+		    plen);
+		s->cur_valid = tend_store_iter_next(&s->it, &s->ck, &s->cv) == 1;
+	}
+	while (s->cur_valid &&
+	    cmp_bytes(s->ck.data, s->ck.len, s->key.ptr, s->key.len) < 0)
+		s->cur_valid = tend_store_iter_next(&s->it, &s->ck, &s->cv) == 1;
+	if (s->cur_valid &&
+	    cmp_bytes(s->ck.data, s->ck.len, s->key.ptr, s->key.len) == 0) {
+		*v = s->cv;
+		return 0;
+	}
+	return TEND_ENOTFOUND;
+}
 
 static int
 on_file(const char *rel, size_t len, int dirfd, const char *leaf,
@@ -487,14 +545,12 @@ on_file(const char *rel, size_t len, int dirfd, const char *leaf,
 	sig_of(&it.sig, st);
 	sig_key(&s->key, r->app->name, rel, len);
 	it.outs = (struct tend_buf)TEND_BUF_INIT;
-	bool have = tend_store_get(s->txn, TEND_T_SIG, s->key.ptr, s->key.len,
-			&v) == 0 &&
-	    sig_decode(&v, &old);
+	bool have = sig_lookup(s, len, &v) == 0 && sig_decode(&v, &old);
 	if (have)
 		tend_buf_put(&it.outs, v.data + SIG_FIXED, v.len - SIG_FIXED);
 	if (have && old.trusted && sig_same(&old, &it.sig)) {
-		it.sig.fp = old.fp;
-		it.sig.trusted = true;
+		it.sig = old;
+		it.unchanged = true;
 	} else {
 		if (hash_file(dirfd, leaf, &it.sig.fp) != 0) {
 			/* unreadable: an error of this item, reported by its
@@ -1027,10 +1083,24 @@ root_body(struct tend_comp *c, void *arg)
 		return tend_error_set(TEND_ERROR,
 		    "%s: git targets are not available in this build",
 		    r->app->name);
+	uint64_t gid, gsc;
+	tend_provider_generation(r->target, &gid, &gsc);
+	bool fast = !r->o->full && (r->app->declare == TEND_DECLARE_COPY ||
+					r->app->declare == TEND_DECLARE_EXEC);
 	for (size_t i = 0; i < r->nitems; i++) {
 		struct item *it = &r->items[i];
 		struct tend_key path[2] = {tend_key_symbol("files"),
 		    tend_key_strn(it->rel, it->len)};
+
+		/* unchanged signature, same logic, same target generation,
+		 * and it committed with them last time: nothing to look at */
+		if (fast && it->unchanged && it->sig.stamped &&
+		    tend_fp_equal(&it->sig.logic, &r->logic) &&
+		    it->sig.gen_id == gid && it->sig.gen_schema == gsc) {
+			it->kept = true;
+			tend_mount_keep(c, path, 2);
+			continue;
+		}
 		struct tend_mount_opts o = {
 			.processor = r->app->declare == TEND_DECLARE_EXEC
 			    ? "exec" : "copy",
@@ -1066,7 +1136,8 @@ sig_body(struct tend_txn *txn, void *arg)
 	for (size_t i = 0; i < r->nitems && rc == 0; i++) {
 		struct item *it = &r->items[i];
 
-		if ((!it->hashed && !it->ran) || it->sig.mode == 0)
+		if ((!it->hashed && !it->ran && !it->restamp) ||
+		    it->sig.mode == 0)
 			continue;
 		sig_key(&k, r->app->name, it->rel, it->len);
 		tend_buf_reset(&v);
@@ -1246,6 +1317,8 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	scan.txn = txn;
 	unsigned skipped = 0;
 	rc = tend_walk(r.source, &wo, on_file, &scan, &skipped);
+	if (scan.started)
+		tend_store_iter_finish(&scan.it);
 	res->skipped = skipped;
 	if (rc == 0) {
 		qsort(r.items, r.nitems, sizeof *r.items, cmp_rel);
@@ -1288,6 +1361,32 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	rc = tend_engine_run(ws->eng, app->name, root_body, &r, &po,
 	    &res->stats);
 	current_run = NULL;
+	if (!o->preview && app->target == TEND_TARGET_DIR && r.target) {
+		uint64_t gid, gsc;
+
+		tend_provider_generation(r.target, &gid, &gsc);
+		for (size_t i = 0; i < r.nitems; i++) {
+			struct item *it = &r.items[i];
+			struct tend_key path[2] = {tend_key_symbol("files"),
+			    tend_key_strn(it->rel, it->len)};
+			struct tend_fp in = item_input(it);
+
+			if (it->kept || it->sig.mode == 0)
+				continue;
+			bool ok = tend_engine_memo_matches(ws->eng, app->name,
+			    path, 2, &in, &r.logic);
+			if (ok == it->sig.stamped &&
+			    (!ok || (tend_fp_equal(&it->sig.logic, &r.logic) &&
+				       it->sig.gen_id == gid &&
+				       it->sig.gen_schema == gsc)))
+				continue;
+			it->sig.stamped = ok;
+			it->sig.logic = r.logic;
+			it->sig.gen_id = gid;
+			it->sig.gen_schema = gsc;
+			it->restamp = true;
+		}
+	}
 	if (!o->preview) {
 		int src = tend_store_write(tend_engine_store(ws->eng), sig_body,
 		    &r);

@@ -490,6 +490,41 @@ tend_provider_ready(const struct tend_provider *p)
 	return p && p->handler != NULL;
 }
 
+void
+tend_provider_generation(const struct tend_provider *p, uint64_t *id,
+    uint64_t *schema)
+{
+	*id = p->root ? 0 : p->gen_id;
+	*schema = p->root ? 0 : p->gen_schema;
+}
+
+bool
+tend_engine_memo_matches(struct tend_engine *eng, const char *app,
+    const struct tend_key *path, size_t npath, const struct tend_fp *input,
+    const struct tend_fp *logic)
+{
+	struct tend_buf enc = TEND_BUF_INIT;
+	struct tend_key root = tend_key_str(app);
+	struct tend_txn *txn;
+	struct tend_bytes v;
+	bool ok = false;
+
+	tend_key_encode(&enc, &root);
+	for (size_t i = 0; i < npath; i++)
+		tend_key_encode(&enc, &path[i]);
+	struct tend_fp cid = tend_fp_bytes(enc.ptr, enc.len);
+	tend_buf_release(&enc);
+	if (tend_store_read_begin(eng->st, &txn) != 0)
+		return false;
+	if (tend_store_get(txn, TEND_T_MEMO, cid.b, 16, &v) == 0 &&
+	    v.len >= 33 && v.data[0] == 1 &&
+	    memcmp(v.data + 1, input->b, 16) == 0 &&
+	    memcmp(v.data + 17, logic->b, 16) == 0)
+		ok = true;
+	tend_store_read_end(txn);
+	return ok;
+}
+
 static struct tend_fp
 ts_id(const struct tend_provider *p, const struct tend_key *key)
 {
@@ -1321,15 +1356,20 @@ int
 tend_mount_keep(struct tend_comp *parent, const struct tend_key *path,
     size_t npath)
 {
-	struct tend_comp *c = comp_new(parent->eng, parent->pass, parent,
-	    (const uint8_t *)parent->path.ptr, parent->path.len,
-	    parent->display, path, npath);
+	/* the hot path of an unchanged tree: only the child's id */
+	struct tend_buf enc = TEND_BUF_INIT;
+	struct tend_comp probe;
 
-	if (!tend_cidset_has(&parent->pass->built, &c->cid)) {
-		add_child(parent, c);
-		cidset_add(&parent->pass->built, &c->cid);
+	tend_buf_put(&enc, parent->path.ptr, parent->path.len);
+	for (size_t i = 0; i < npath; i++)
+		tend_key_encode(&enc, &path[i]);
+	probe.cid = tend_fp_bytes(enc.ptr, enc.len);
+	tend_buf_release(&enc);
+	if (!tend_cidset_has(&parent->pass->built, &probe.cid)) {
+		add_child(parent, &probe);
+		cidset_add(&parent->pass->built, &probe.cid);
+		parent->pass->stats.unchanged++;
 	}
-	comp_free(c);
 	return 0;
 }
 

@@ -937,13 +937,6 @@ declared_tsid(const struct tend_comp *c, const struct tend_fp *tsid)
 	return false;
 }
 
-static int
-cmp_child(const void *a, const void *b)
-{
-	return cmp_fp(&((const struct child_ref *)a)->cid,
-	    &((const struct child_ref *)b)->cid);
-}
-
 static void
 gc_add(struct tend_comp *c, const uint8_t *cid, const void *path, size_t len)
 {
@@ -958,7 +951,9 @@ gc_add(struct tend_comp *c, const uint8_t *cid, const void *path, size_t len)
 }
 
 /* Diff the stored child-existence rows with the children mounted now;
- * every child that disappeared gets a tombstone (§2.5). */
+ * every child that disappeared gets a tombstone (§2.5). "Mounted now" is
+ * the pass's set of mounted components: a child's id hashes its whole
+ * path, so an id under this parent that was mounted is this parent's. */
 static int
 existence_diff(struct tend_txn *txn, struct tend_comp *c, bool none)
 {
@@ -968,26 +963,21 @@ existence_diff(struct tend_txn *txn, struct tend_comp *c, bool none)
 	size_t ngone = 0, cgone = 0;
 	int rc, more;
 
-	if (!none && c->nchildren > 1)
-		qsort(c->children, c->nchildren, sizeof *c->children,
-		    cmp_child);
 	if ((rc = tend_store_iter_init(&it, txn, TEND_T_CEX, c->cid.b, 16)))
 		return rc;
 	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
-		struct child_ref probe;
+		struct tend_fp cid;
 
 		if (k.len != 32)
 			continue;
-		memcpy(probe.cid.b, k.data + 16, 16);
-		if (!none && c->nchildren &&
-		    bsearch(&probe, c->children, c->nchildren,
-			sizeof *c->children, cmp_child))
+		memcpy(cid.b, k.data + 16, 16);
+		if (!none && tend_cidset_has(&c->pass->built, &cid))
 			continue;
 		if (ngone == cgone) {
 			cgone = cgone ? cgone * 2 : 8;
 			gone = tend_xrealloc(gone, cgone * sizeof *gone);
 		}
-		gone[ngone].cid = probe.cid;
+		gone[ngone].cid = cid;
 		gone[ngone].path = tend_arena_memdup(&c->arena, v.data, v.len);
 		gone[ngone].len = v.len;
 		ngone++;

@@ -12,8 +12,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 TEND=${TEND:-$here/../build/agent/tend}
 TEND=$(cd "$(dirname "$TEND")" && pwd)/$(basename "$TEND")
 W=${BENCH_DIR:-/tmp/tend-bench-$N}
-rm -rf "$W"; mkdir -p "$W"; cd "$W"
-python3 "$here/gentree.py" gen src -n "$N"
+if [ -n "${BENCH_REUSE:-}" ] && [ -d "$W/src" ]; then
+	cd "$W"; rm -rf out .tend rdst   # reuse a generated tree
+else
+	rm -rf "$W"; mkdir -p "$W"; cd "$W"
+	python3 "$here/gentree.py" gen src -n "$N"
+fi
 printf '[app "mirror"]\n\tsource = src\n\ttarget = dir:out\n' > tend.conf
 echo 0 > .round
 # changes for one measured run; each tool catches up in a warmup first

@@ -158,6 +158,20 @@ int tend_provider_attachment(struct tend_provider *p, const char *type,
 /* Is the provider resolved (its handler known)? */
 bool tend_provider_ready(const struct tend_provider *p);
 
+/* The provider's generation (0, 0 for root providers): it changes when
+ * its container is invalidated (lossy: schema; destructive: id). */
+void tend_provider_generation(const struct tend_provider *p, uint64_t *id,
+    uint64_t *schema);
+
+/*
+ * Does the component at app / path... hold a memo for this input and
+ * logic fingerprint (it last ran and committed with them)? For callers
+ * that keep their own record of what is unchanged.
+ */
+bool tend_engine_memo_matches(struct tend_engine *eng, const char *app,
+    const struct tend_key *path, size_t npath, const struct tend_fp *input,
+    const struct tend_fp *logic);
+
 /*
  * Mount a child component at parent / path[0] / ... / path[npath-1] and run
  * it now. Its failure does not fail the parent (it is reported and
@@ -174,8 +188,9 @@ int tend_use_mount(struct tend_comp *c, const struct tend_key *path,
 
 /*
  * Keep the child at parent / path... as it is, without running it: its
- * target states stay and it is not garbage-collected this pass (the
- * delete brake holds a vanished source item this way).
+ * target states stay and it is not garbage-collected this pass. For a
+ * caller that knows the child is unchanged (counted as unchanged), and
+ * for the delete brake holding a vanished source item.
  */
 int tend_mount_keep(struct tend_comp *c, const struct tend_key *path,
     size_t npath);
