@@ -362,6 +362,10 @@ struct item {
 	bool unchanged; /* signature trusted and equal to the stored one */
 	bool kept;      /* kept by the fast path, not mounted */
 	bool restamp;   /* stamp written after the pass */
+	/* exec run ahead of its component, in parallel with others */
+	bool job_done;
+	int job_rc;
+	char *job_msg, *job_out, *job_dir;
 	/* the entries it declared, [u16 len][name][fp16]..., from the SIG
 	 * row, or collected when it ran: the manifest lists them */
 	struct tend_buf outs;
@@ -795,76 +799,166 @@ on_out_file(const char *rel, size_t len, int dirfd, const char *leaf,
 	return rc;
 }
 
-/* exec: stdout is the entry, unless the command made $TEND_OUT: then
- * every file in it is one (zero, one or many). */
+/* After an exec: every file of $TEND_OUT if the command made it, else
+ * its stdout, is an entry. */
+static int
+declare_outputs(struct tend_comp *c, struct run *r, const char *name,
+    unsigned mode, const char *out, const char *dir)
+{
+	struct stat st;
+	int rc;
+
+	if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+		struct outwalk w = {c, r, dir, 0};
+		struct tend_walk_opts wo = {0};
+
+		return tend_walk(dir, &wo, on_out_file, &w, NULL);
+	}
+	struct tend_fp fp;
+	uint64_t size;
+
+	if (fingerprint_path(out, &fp, &size) != 0)
+		rc = tend_error_set(TEND_ERROR, "read %s: %s", out,
+		    strerror(errno));
+	else
+		rc = declare_entry(c, r, name, out, &fp, size, mode);
+	return rc;
+}
+
+struct exec_setup {
+	char *out, *dir, *src;
+	struct tend_buf env[4];
+	char *envp[5];
+	int ifd, ofd;
+	struct tend_exec ex;
+};
+
+/* Prepare an exec of the app's command for one item (rel) or for all
+ * sources (rel NULL, args = the paths). */
+static int
+exec_setup(struct exec_setup *x, struct run *r, const char *rel,
+    char *const *args)
+{
+	memset(x, 0, sizeof *x);
+	x->out = stage_path(r);
+	x->dir = stage_path(r);
+	x->src = rel ? path_join(r->source, rel) : NULL;
+	for (int i = 0; i < 4; i++)
+		x->env[i] = (struct tend_buf)TEND_BUF_INIT;
+	tend_buf_printf(&x->env[0], "TEND_APP=%s", r->app->name);
+	tend_buf_printf(&x->env[1], "TEND_PATH=%s", rel ? rel : "");
+	tend_buf_printf(&x->env[2], "TEND_SOURCE=%s", x->src ? x->src : r->source);
+	tend_buf_printf(&x->env[3], "TEND_OUT=%s", x->dir);
+	for (int i = 0; i < 4; i++)
+		x->envp[i] = x->env[i].ptr;
+	x->ofd = open(x->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	x->ifd = x->src ? open(x->src, O_RDONLY | O_CLOEXEC) : -1;
+	x->ex = (struct tend_exec){
+		.cmd = r->app->declare_arg,
+		.cwd = r->source,
+		.env = x->envp,
+		.args = args,
+		.stdin_fd = x->ifd,
+		.stdout_fd = x->ofd,
+		.timeout_ms = r->app->timeout_ms,
+	};
+	if (x->ofd < 0)
+		return tend_error_set(TEND_ERROR, "stage %s: %s", x->out,
+		    strerror(errno));
+	if (x->src && x->ifd < 0)
+		return tend_error_set(TEND_ERROR, "read %s: %s", x->src,
+		    strerror(errno));
+	return 0;
+}
+
+/* Close the fds; keep or free the staged paths. */
+static void
+exec_finish(struct exec_setup *x, bool keep_paths)
+{
+	if (x->ofd >= 0)
+		close(x->ofd);
+	if (x->ifd >= 0)
+		close(x->ifd);
+	for (int i = 0; i < 4; i++)
+		tend_buf_release(&x->env[i]);
+	free(x->src);
+	if (!keep_paths) {
+		free(x->out);
+		free(x->dir);
+	}
+}
+
 static int
 run_exec(struct tend_comp *c, struct run *r, const char *rel,
     const char *name, unsigned mode, char *const *args)
 {
-	char *out = stage_path(r), *dir = stage_path(r);
-	char *src = rel ? path_join(r->source, rel) : NULL;
-	struct tend_buf e1 = TEND_BUF_INIT, e2 = TEND_BUF_INIT,
-			e3 = TEND_BUF_INIT, e4 = TEND_BUF_INIT;
-	int ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	int ifd = src ? open(src, O_RDONLY | O_CLOEXEC) : -1;
-	int rc;
+	struct exec_setup x;
+	int rc = exec_setup(&x, r, rel, args);
 
-	tend_buf_printf(&e1, "TEND_APP=%s", r->app->name);
-	tend_buf_printf(&e2, "TEND_PATH=%s", rel ? rel : "");
-	tend_buf_printf(&e3, "TEND_SOURCE=%s", src ? src : r->source);
-	tend_buf_printf(&e4, "TEND_OUT=%s", dir);
-	char *env[] = {e1.ptr, e2.ptr, e3.ptr, e4.ptr, NULL};
-	struct tend_exec ex = {
-		.cmd = r->app->declare_arg,
-		.cwd = r->source,
-		.env = env,
-		.args = args,
-		.stdin_fd = ifd,
-		.stdout_fd = ofd,
-		.timeout_ms = r->app->timeout_ms,
-	};
-
-	if (ofd < 0)
-		rc = tend_error_set(TEND_ERROR, "stage %s: %s", out,
-		    strerror(errno));
-	else if (src && ifd < 0)
-		rc = tend_error_set(TEND_ERROR, "read %s: %s", src,
-		    strerror(errno));
-	else if ((rc = tend_exec_run(&ex, NULL)) != 0)
+	if (rc == 0 && (rc = tend_exec_run(&x.ex, NULL)) != 0)
 		tend_error_set(rc, "exec `%s` on %s: %s", r->app->declare_arg,
 		    rel ? rel : "(all sources)", tend_error_last());
-	else {
-		struct stat st;
-
-		if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
-			struct outwalk w = {c, r, dir, 0};
-			struct tend_walk_opts wo = {0};
-
-			rc = tend_walk(dir, &wo, on_out_file, &w, NULL);
-		} else {
-			struct tend_fp fp;
-			uint64_t size;
-
-			if (fingerprint_path(out, &fp, &size) != 0)
-				rc = tend_error_set(TEND_ERROR, "read %s: %s",
-				    out, strerror(errno));
-			else
-				rc = declare_entry(c, r, name, out, &fp, size,
-				    mode);
-		}
-	}
-	if (ofd >= 0)
-		close(ofd);
-	if (ifd >= 0)
-		close(ifd);
-	tend_buf_release(&e1);
-	tend_buf_release(&e2);
-	tend_buf_release(&e3);
-	tend_buf_release(&e4);
-	free(out);
-	free(dir);
-	free(src);
+	else if (rc == 0)
+		rc = declare_outputs(c, r, name, mode, x.out, x.dir);
+	exec_finish(&x, false);
 	return rc;
+}
+
+static struct tend_fp item_input(const struct item *it);
+
+/*
+ * Run the exec of every item that will need it, `jobs` at a time, before
+ * the components are mounted (they run one after another): items kept by
+ * the fast path or whose memo matches are left out.
+ */
+static void
+prerun_exec(struct tend_comp *c, struct run *r, bool fast, uint64_t gid,
+    uint64_t gsc)
+{
+	struct exec_setup *xs = tend_xcalloc(r->nitems + 1, sizeof *xs);
+	struct tend_exec *ex = tend_xcalloc(r->nitems + 1, sizeof *ex);
+	struct item **its = tend_xcalloc(r->nitems + 1, sizeof *its);
+	size_t n = 0;
+
+	for (size_t i = 0; i < r->nitems; i++) {
+		struct item *it = &r->items[i];
+		struct tend_key path[2] = {tend_key_symbol("files"),
+		    tend_key_strn(it->rel, it->len)};
+		struct tend_fp in = item_input(it);
+
+		if (it->sig.mode == 0 ||
+		    (fast && it->unchanged && it->sig.stamped &&
+			tend_fp_equal(&it->sig.logic, &r->logic) &&
+			it->sig.gen_id == gid && it->sig.gen_schema == gsc) ||
+		    (!r->o->full &&
+			tend_engine_memo_matches(tend_comp_engine(c),
+			    r->app->name, path, 2, &in, &r->logic)))
+			continue;
+		if (exec_setup(&xs[n], r, it->rel, NULL) != 0) {
+			exec_finish(&xs[n], false);
+			continue; /* the component runs it, and reports */
+		}
+		ex[n] = xs[n].ex;
+		its[n++] = it;
+	}
+	int *rcs = tend_xcalloc(n + 1, sizeof *rcs);
+	char **msgs = tend_xcalloc(n + 1, sizeof *msgs);
+	tend_exec_batch(ex, n, r->app->jobs, rcs, msgs);
+	for (size_t i = 0; i < n; i++) {
+		struct item *it = its[i];
+
+		it->job_done = true;
+		it->job_rc = rcs[i];
+		it->job_msg = msgs[i];
+		it->job_out = xs[i].out;
+		it->job_dir = xs[i].dir;
+		exec_finish(&xs[i], true);
+	}
+	free(rcs);
+	free(msgs);
+	free(xs);
+	free(ex);
+	free(its);
 }
 
 struct item_arg {
@@ -894,6 +988,14 @@ item_body(struct tend_comp *c, void *arg)
 	if (r->app->declare == TEND_DECLARE_COPY) {
 		rc = declare_entry(c, r, name.ptr, src, &it->sig.fp,
 		    it->sig.size, mode);
+	} else if (r->app->declare == TEND_DECLARE_EXEC && it->job_done) {
+		if ((rc = it->job_rc) != 0)
+			tend_error_set(rc, "exec `%s` on %s: %s",
+			    r->app->declare_arg, it->rel,
+			    it->job_msg ? it->job_msg : "failed");
+		else
+			rc = declare_outputs(c, r, name.ptr, mode, it->job_out,
+			    it->job_dir);
 	} else if (r->app->declare == TEND_DECLARE_EXEC)
 		rc = run_exec(c, r, it->rel, name.ptr, mode, NULL);
 	else {
@@ -1087,6 +1189,8 @@ root_body(struct tend_comp *c, void *arg)
 	tend_provider_generation(r->target, &gid, &gsc);
 	bool fast = !r->o->full && (r->app->declare == TEND_DECLARE_COPY ||
 					r->app->declare == TEND_DECLARE_EXEC);
+	if (r->app->declare == TEND_DECLARE_EXEC)
+		prerun_exec(c, r, fast, gid, gsc);
 	for (size_t i = 0; i < r->nitems; i++) {
 		struct item *it = &r->items[i];
 		struct tend_key path[2] = {tend_key_symbol("files"),
@@ -1407,6 +1511,9 @@ out:
 	for (size_t i = 0; i < r.nitems; i++) {
 		free(r.items[i].rel);
 		tend_buf_release(&r.items[i].outs);
+		free(r.items[i].job_msg);
+		free(r.items[i].job_out);
+		free(r.items[i].job_dir);
 	}
 	free(r.items);
 	for (size_t i = 0; i < r.nvanished; i++)

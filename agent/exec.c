@@ -35,24 +35,31 @@ mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-int
-tend_exec_run(const struct tend_exec *e, struct tend_buf *err)
-{
-	int pipefd[2];
+struct job {
+	const struct tend_exec *e;
 	pid_t pid;
-	struct tend_buf cap = TEND_BUF_INIT;
-	bool timed_out = false;
-	int status = 0, rc;
+	int errfd;	  /* -1 once stderr is closed */
+	uint64_t deadline; /* 0: none */
+	struct tend_buf cap;
+	bool timed_out, exited;
+	int status;
+};
+
+static int
+job_start(struct job *j)
+{
+	const struct tend_exec *e = j->e;
+	int pipefd[2];
 
 	if (pipe2(pipefd, O_CLOEXEC) != 0)
 		return tend_error_set(TEND_ERROR, "pipe: %s", strerror(errno));
-	pid = fork();
-	if (pid < 0) {
+	j->pid = fork();
+	if (j->pid < 0) {
 		close(pipefd[0]);
 		close(pipefd[1]);
 		return tend_error_set(TEND_ERROR, "fork: %s", strerror(errno));
 	}
-	if (pid == 0) {
+	if (j->pid == 0) {
 		int in = e->stdin_fd >= 0 ? e->stdin_fd
 					  : open("/dev/null", O_RDONLY);
 		size_t nargs = 0;
@@ -85,56 +92,154 @@ tend_exec_run(const struct tend_exec *e, struct tend_buf *err)
 		_exit(127);
 	}
 	close(pipefd[1]);
-	uint64_t deadline = e->timeout_ms ? mono_ms() + e->timeout_ms : 0;
-	for (;;) {
-		struct pollfd p = {.fd = pipefd[0], .events = POLLIN};
-		int wait = -1;
+	j->errfd = pipefd[0];
+	j->deadline = e->timeout_ms ? mono_ms() + e->timeout_ms : 0;
+	return 0;
+}
 
-		if (deadline) {
-			uint64_t now = mono_ms();
-			if (now >= deadline) {
-				timed_out = true;
-				kill(-pid, SIGKILL);
-				kill(pid, SIGKILL);
-				break;
-			}
-			wait = (int)(deadline - now);
+static void
+job_message(struct job *j, int *rc, char **msg)
+{
+	struct tend_buf m = TEND_BUF_INIT;
+
+	while (j->cap.len && j->cap.ptr[j->cap.len - 1] == '\n')
+		j->cap.ptr[--j->cap.len] = '\0';
+	const char *sep = j->cap.len ? ": " : "";
+	if (j->timed_out)
+		tend_buf_printf(&m, "timed out after %llu ms%s%s",
+		    (unsigned long long)j->e->timeout_ms, sep, j->cap.ptr);
+	else if (WIFSIGNALED(j->status))
+		tend_buf_printf(&m, "killed by signal %d%s%s",
+		    WTERMSIG(j->status), sep, j->cap.ptr);
+	else if (WEXITSTATUS(j->status) != 0)
+		tend_buf_printf(&m, "exit status %d%s%s",
+		    WEXITSTATUS(j->status), sep, j->cap.ptr);
+	*rc = m.len ? TEND_ERROR : 0;
+	*msg = m.len ? tend_buf_detach(&m, NULL) : NULL;
+	tend_buf_release(&m);
+}
+
+/* One step of the driver: read stderr, reap, enforce deadlines. */
+static void
+drive(struct job **run, size_t nrun)
+{
+	struct pollfd fds[64];
+	size_t nfds = 0;
+	uint64_t now = mono_ms();
+	int wait = 1000;
+
+	for (size_t i = 0; i < nrun; i++) {
+		struct job *j = run[i];
+
+		if (j->deadline && !j->exited && now >= j->deadline) {
+			j->timed_out = true;
+			kill(-j->pid, SIGKILL);
+			kill(j->pid, SIGKILL);
 		}
-		int r = poll(&p, 1, wait);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r == 0)
-			continue; /* the deadline check kills it */
-		char buf[4096];
-		ssize_t n = read(pipefd[0], buf, sizeof buf);
-		if (n <= 0)
-			break;
-		if (cap.len < STDERR_MAX)
-			tend_buf_put(&cap, buf,
-			    (size_t)n < STDERR_MAX - cap.len ? (size_t)n
-							     : STDERR_MAX - cap.len);
+		if (j->deadline && !j->exited) {
+			uint64_t left = j->deadline > now ? j->deadline - now : 0;
+			if (left < (uint64_t)wait)
+				wait = (int)left;
+		}
+		if (j->errfd >= 0 && nfds < 64)
+			fds[nfds++] = (struct pollfd){.fd = j->errfd,
+			    .events = POLLIN};
+		else if (!j->exited)
+			wait = wait > 5 ? 5 : wait; /* stderr closed: poll the pid */
 	}
-	close(pipefd[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	/* the shell may be gone while its children hold on: end them */
-	kill(-pid, SIGKILL);
-	while (cap.len && (cap.ptr[cap.len - 1] == '\n'))
-		cap.ptr[--cap.len] = '\0';
-	if (timed_out)
-		rc = tend_error_set(TEND_ERROR, "timed out after %llu ms%s%s",
-		    (unsigned long long)e->timeout_ms, cap.len ? ": " : "",
-		    cap.ptr);
-	else if (WIFSIGNALED(status))
-		rc = tend_error_set(TEND_ERROR, "killed by signal %d%s%s",
-		    WTERMSIG(status), cap.len ? ": " : "", cap.ptr);
-	else if (WEXITSTATUS(status) != 0)
-		rc = tend_error_set(TEND_ERROR, "exit status %d%s%s",
-		    WEXITSTATUS(status), cap.len ? ": " : "", cap.ptr);
-	else
-		rc = 0;
-	if (err)
-		tend_buf_put(err, cap.ptr, cap.len);
-	tend_buf_release(&cap);
+	if (nfds)
+		poll(fds, nfds, wait);
+	else if (wait > 0)
+		poll(NULL, 0, wait);
+	for (size_t i = 0; i < nrun; i++) {
+		struct job *j = run[i];
+
+		if (j->errfd >= 0) {
+			char buf[4096];
+			ssize_t n = read(j->errfd, buf, sizeof buf);
+
+			if (n > 0) {
+				if (j->cap.len < STDERR_MAX)
+					tend_buf_put(&j->cap, buf,
+					    (size_t)n < STDERR_MAX - j->cap.len
+						? (size_t)n
+						: STDERR_MAX - j->cap.len);
+			} else if (n == 0 || errno != EAGAIN) {
+				close(j->errfd);
+				j->errfd = -1;
+			}
+		}
+		if (!j->exited && waitpid(j->pid, &j->status, WNOHANG) == j->pid) {
+			j->exited = true;
+			/* what the shell left running goes with it */
+			kill(-j->pid, SIGKILL);
+		}
+	}
+}
+
+void
+tend_exec_batch(const struct tend_exec *e, size_t n, unsigned max, int *rcs,
+    char **msgs)
+{
+	struct job *jobs = tend_xcalloc(n ? n : 1, sizeof *jobs);
+	struct job **run = tend_xcalloc(n ? n : 1, sizeof *run);
+	size_t next = 0, nrun = 0, done = 0;
+
+	if (max == 0) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		max = cpus > 0 ? (unsigned)cpus : 1;
+	}
+	if (max > 64)
+		max = 64;
+	while (done < n) {
+		while (nrun < max && next < n) {
+			struct job *j = &jobs[next];
+
+			j->e = &e[next];
+			j->cap = (struct tend_buf)TEND_BUF_INIT;
+			j->errfd = -1;
+			if (job_start(j) != 0) {
+				rcs[next] = TEND_ERROR;
+				msgs[next] = tend_xstrdup(tend_error_last());
+				done++;
+			} else {
+				fcntl(j->errfd, F_SETFL, O_NONBLOCK);
+				run[nrun++] = j;
+			}
+			next++;
+		}
+		if (!nrun)
+			continue;
+		drive(run, nrun);
+		for (size_t i = 0; i < nrun;) {
+			struct job *j = run[i];
+
+			if (j->exited && j->errfd < 0) {
+				size_t idx = (size_t)(j - jobs);
+
+				job_message(j, &rcs[idx], &msgs[idx]);
+				tend_buf_release(&j->cap);
+				run[i] = run[--nrun];
+				done++;
+			} else
+				i++;
+		}
+	}
+	free(run);
+	free(jobs);
+}
+
+int
+tend_exec_run(const struct tend_exec *e, struct tend_buf *err)
+{
+	int rc;
+	char *msg = NULL;
+
+	tend_exec_batch(e, 1, 1, &rc, &msg);
+	if (rc)
+		tend_error_set(rc, "%s", msg ? msg : "failed");
+	if (err && msg)
+		tend_buf_puts(err, msg);
+	free(msg);
 	return rc;
 }

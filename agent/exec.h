@@ -5,6 +5,7 @@
 #ifndef TEND_EXEC_H
 #define TEND_EXEC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct tend_buf;
@@ -25,5 +26,13 @@ struct tend_exec {
  * captured stderr (also appended to `err` if not NULL).
  */
 int tend_exec_run(const struct tend_exec *e, struct tend_buf *err);
+
+/*
+ * Run `n` commands, at most `max` at once (0: one per CPU). rcs[i] is 0 or
+ * TEND_ERROR; msgs[i] (heap, caller frees) says why a command failed, as
+ * tend_exec_run's message would.
+ */
+void tend_exec_batch(const struct tend_exec *e, size_t n, unsigned max,
+    int *rcs, char **msgs);
 
 #endif

@@ -67,6 +67,21 @@ expect_file out/p0 "part 0"; expect_gone out/p1; expect_gone out/p4
 printf '0\n' > src/n
 run sync; expect_rc 0 "zero entries"; expect_gone out/p0
 
+# exec items run concurrently (jobs = 2): each command waits until the
+# other has started, which only works if they overlap
+rm -rf src out .tend; mkdir src marks
+printf 'a' > src/a; printf 'b' > src/b
+cat > tend.conf <<CONF
+[app "par"]
+	source = src
+	target = dir:out
+	jobs = 2
+	timeout = 10s
+	declare = "exec touch $WS/marks/\$TEND_PATH; i=0; while [ \$(ls $WS/marks | wc -l) -lt 2 ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \$i -lt 100 ] && cat"
+CONF
+run sync; expect_rc 0 "two exec items overlap"
+expect_file out/a a; expect_file out/b b
+
 # aggregate: one file from all sources
 rm -rf src out .tend; mkdir src
 printf 'x' > src/one.md; printf 'y' > src/two.md
