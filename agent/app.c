@@ -379,8 +379,9 @@ struct run {
 	char *source;	     /* absolute */
 	struct item *items;
 	size_t nitems, citems;
-	char **vanished;     /* held back by the brake */
+	char **vanished;     /* seen last time, gone now */
 	size_t nvanished;
+	bool hold;	     /* the brake holds their deletes */
 	struct tend_fp logic;
 	uint64_t scan_ns;
 	char *stage;	     /* staging directory for exec outputs */
@@ -599,13 +600,15 @@ have_item(struct run *r, const char *rel, size_t len)
 		   cmp_rel) != NULL;
 }
 
-/* Previously seen source items: how many, and which vanished. */
+/* Previously seen source items: how many, and which vanished. Both the
+ * rows and the items are in path order: a merge. */
 static int
 count_previous(struct run *r, struct tend_txn *txn, size_t *nprev)
 {
 	struct tend_buf prefix = TEND_BUF_INIT;
 	struct tend_iter it;
 	struct tend_bytes k, v;
+	size_t j = 0;
 	int more;
 
 	*nprev = 0;
@@ -615,9 +618,15 @@ count_previous(struct run *r, struct tend_txn *txn, size_t *nprev)
 	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
 		const char *rel = (const char *)k.data + prefix.len;
 		size_t len = k.len - prefix.len;
+		struct item probe = {.rel = (char *)rel, .len = len};
 
 		(*nprev)++;
-		if (memchr(rel, 0xff, len) || have_item(r, rel, len))
+		if (memchr(rel, 0xff, len))
+			continue; /* a digested long path: never vanishes here */
+		while (j < r->nitems && cmp_rel(&r->items[j], &probe) < 0)
+			j++;
+		if ((j < r->nitems && cmp_rel(&r->items[j], &probe) == 0) ||
+		    have_item(r, rel, len))
 			continue;
 		r->vanished = tend_xrealloc(r->vanished,
 		    (r->nvanished + 1) * sizeof *r->vanished);
@@ -1217,7 +1226,7 @@ root_body(struct tend_comp *c, void *arg)
 		if ((rc = tend_mount(c, path, 2, item_body, &a, &o)))
 			return rc;
 	}
-	for (size_t i = 0; i < r->nvanished; i++) {
+	for (size_t i = 0; r->hold && i < r->nvanished; i++) {
 		struct tend_key path[2] = {tend_key_symbol("files"),
 		    tend_key_str(r->vanished[i])};
 
@@ -1248,43 +1257,11 @@ sig_body(struct tend_txn *txn, void *arg)
 		sig_encode(&v, &it->sig, &it->outs);
 		rc = tend_store_put(txn, TEND_T_SIG, k.ptr, k.len, v.ptr, v.len);
 	}
-	/* forget vanished items, unless the brake holds them */
-	if (rc == 0 && !r->res->held_deletes) {
-		struct tend_buf prefix = TEND_BUF_INIT;
-		struct tend_iter it;
-		struct tend_bytes kk, vv;
-		char **gone = NULL;
-		size_t ngone = 0;
-		int more;
-
-		tend_buf_puts(&prefix, r->app->name);
-		tend_buf_putc(&prefix, 0);
-		tend_store_iter_init(&it, txn, TEND_T_SIG, prefix.ptr,
-		    prefix.len);
-		while ((more = tend_store_iter_next(&it, &kk, &vv)) == 1) {
-			const char *rel = (const char *)kk.data + prefix.len;
-			size_t len = kk.len - prefix.len;
-
-			if (!memchr(rel, 0xff, len) && have_item(r, rel, len))
-				continue;
-			gone = tend_xrealloc(gone, (ngone + 1) * sizeof *gone);
-			gone[ngone] = tend_xmalloc(kk.len + sizeof(size_t));
-			memcpy(gone[ngone], &kk.len, sizeof(size_t));
-			memcpy(gone[ngone] + sizeof(size_t), kk.data, kk.len);
-			ngone++;
-		}
-		tend_store_iter_finish(&it);
-		for (size_t i = 0; i < ngone; i++) {
-			size_t len;
-
-			memcpy(&len, gone[i], sizeof len);
-			if (rc == 0)
-				rc = tend_store_del(txn, TEND_T_SIG,
-				    gone[i] + sizeof(size_t), len);
-			free(gone[i]);
-		}
-		free(gone);
-		tend_buf_release(&prefix);
+	/* forget vanished items, unless the brake holds them (digested long
+	 * paths are not in the list: they stay, harmless, until drop) */
+	for (size_t i = 0; rc == 0 && !r->hold && i < r->nvanished; i++) {
+		sig_key(&k, r->app->name, r->vanished[i], strlen(r->vanished[i]));
+		rc = tend_store_del(txn, TEND_T_SIG, k.ptr, k.len);
 	}
 	tend_buf_release(&k);
 	tend_buf_release(&v);
@@ -1425,7 +1402,14 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 		tend_store_iter_finish(&scan.it);
 	res->skipped = skipped;
 	if (rc == 0) {
-		qsort(r.items, r.nitems, sizeof *r.items, cmp_rel);
+		/* the walk yields path order already; sort only if a long
+		 * or odd name broke it */
+		for (size_t i = 1; i < r.nitems; i++)
+			if (cmp_rel(&r.items[i - 1], &r.items[i]) > 0) {
+				qsort(r.items, r.nitems, sizeof *r.items,
+				    cmp_rel);
+				break;
+			}
 		rc = count_previous(&r, txn, &nprev);
 	}
 	tend_store_read_end(txn);
@@ -1455,10 +1439,7 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 		    (r.nitems == 0 && nprev > 0);
 	if (trip && !o->allow_delete && r.nvanished) {
 		res->held_deletes = r.nvanished;
-	} else {
-		for (size_t i = 0; i < r.nvanished; i++)
-			free(r.vanished[i]);
-		r.nvanished = 0;
+		r.hold = true;
 	}
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
 	current_run = &r;

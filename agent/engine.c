@@ -96,6 +96,26 @@ cmp_fp(const struct tend_fp *a, const struct tend_fp *b)
 
 /* ---- cid set ---- */
 
+/* Component ids are uniformly random: compare them as two words. */
+static inline bool
+fp_eq(const struct tend_fp *a, const struct tend_fp *b)
+{
+	uint64_t x[2], y[2];
+
+	memcpy(x, a->b, 16);
+	memcpy(y, b->b, 16);
+	return x[0] == y[0] && x[1] == y[1];
+}
+
+static inline bool
+fp_zero(const struct tend_fp *a)
+{
+	uint64_t x[2];
+
+	memcpy(x, a->b, 16);
+	return (x[0] | x[1]) == 0;
+}
+
 static void
 cidset_add(struct cidset *s, const struct tend_fp *fp)
 {
@@ -105,7 +125,7 @@ cidset_add(struct cidset *s, const struct tend_fp *fp)
 		n.size = s->size ? s->size * 2 : 256;
 		n.tab = tend_xcalloc(n.size, sizeof *n.tab);
 		for (size_t i = 0; i < s->size; i++)
-			if (!tend_fp_is_zero(&s->tab[i]))
+			if (!fp_zero(&s->tab[i]))
 				cidset_add(&n, &s->tab[i]);
 		free(s->tab);
 		*s = n;
@@ -113,9 +133,9 @@ cidset_add(struct cidset *s, const struct tend_fp *fp)
 	uint64_t h;
 	memcpy(&h, fp->b, 8);
 	for (size_t i = (size_t)h & (s->size - 1);; i = (i + 1) & (s->size - 1)) {
-		if (tend_fp_equal(&s->tab[i], fp))
+		if (fp_eq(&s->tab[i], fp))
 			return;
-		if (tend_fp_is_zero(&s->tab[i])) {
+		if (fp_zero(&s->tab[i])) {
 			s->tab[i] = *fp;
 			s->n++;
 			return;
@@ -132,9 +152,9 @@ tend_cidset_has(const struct cidset *s, const struct tend_fp *fp)
 		return false;
 	memcpy(&h, fp->b, 8);
 	for (size_t i = (size_t)h & (s->size - 1);; i = (i + 1) & (s->size - 1)) {
-		if (tend_fp_equal(&s->tab[i], fp))
+		if (fp_eq(&s->tab[i], fp))
 			return true;
-		if (tend_fp_is_zero(&s->tab[i]))
+		if (fp_zero(&s->tab[i]))
 			return false;
 	}
 }
@@ -1356,15 +1376,16 @@ int
 tend_mount_keep(struct tend_comp *parent, const struct tend_key *path,
     size_t npath)
 {
-	/* the hot path of an unchanged tree: only the child's id */
-	struct tend_buf enc = TEND_BUF_INIT;
+	/* the hot path of an unchanged tree: only the child's id, from a
+	 * buffer kept between calls */
+	static _Thread_local struct tend_buf enc = TEND_BUF_INIT;
 	struct tend_comp probe;
 
+	tend_buf_reset(&enc);
 	tend_buf_put(&enc, parent->path.ptr, parent->path.len);
 	for (size_t i = 0; i < npath; i++)
 		tend_key_encode(&enc, &path[i]);
 	probe.cid = tend_fp_bytes(enc.ptr, enc.len);
-	tend_buf_release(&enc);
 	if (!tend_cidset_has(&parent->pass->built, &probe.cid)) {
 		add_child(parent, &probe);
 		cidset_add(&parent->pass->built, &probe.cid);

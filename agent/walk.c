@@ -95,7 +95,8 @@ struct walker {
 };
 
 struct ent {
-	char *name;
+	const char *name; /* in the directory's name buffer */
+	size_t off;
 	bool dir;
 	struct stat st;
 };
@@ -179,6 +180,7 @@ walk_dir(struct walker *w, int dirfd, int depth)
 {
 	size_t base = w->rel.len, nrules = w->nrules, n = 0, cap = 0;
 	struct ent *ents = NULL;
+	struct tend_buf names = TEND_BUF_INIT; /* one allocation per dir */
 	bool has_gitignore = false;
 	DIR *d;
 	struct dirent *e;
@@ -221,9 +223,12 @@ walk_dir(struct walker *w, int dirfd, int depth)
 			w->skipped++; /* symlinks are never followed */
 			continue;
 		}
-		ents[n].name = tend_xstrdup(nm);
+		ents[n].off = names.len;
+		tend_buf_put(&names, nm, strlen(nm) + 1);
 		n++;
 	}
+	for (size_t i = 0; i < n; i++)
+		ents[i].name = names.ptr + ents[i].off;
 	if (w->o->gitignore && has_gitignore)
 		load_gitignore(w, dirfd, base);
 	qsort(ents, n, sizeof *ents, cmp_ent);
@@ -258,8 +263,7 @@ walk_dir(struct walker *w, int dirfd, int depth)
 		rc = w->fn(rel, w->rel.len, dirfd, en->name, &en->st, w->arg);
 	}
 	closedir(d);
-	for (size_t i = 0; i < n; i++)
-		free(ents[i].name);
+	tend_buf_release(&names);
 	free(ents);
 	for (size_t i = nrules; i < w->nrules; i++)
 		free(w->rules[i].pat);
