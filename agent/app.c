@@ -34,6 +34,7 @@
 
 #include "exec.h"
 #include "fs.h"
+#include "git.h"
 #include "inspect.h"
 #include "store.h"
 #include "tend/arena.h"
@@ -206,7 +207,9 @@ tend_ws_open(struct tend_ws *ws)
 		return rc;
 	tend_engine_set_resource(ws->eng, "workspace", ws->root);
 	staging_setup(ws);
-	return tend_fs_register(ws->eng);
+	if ((rc = tend_fs_register(ws->eng)))
+		return rc;
+	return tend_git_register(ws->eng);
 }
 
 void
@@ -1190,10 +1193,43 @@ root_body(struct tend_comp *c, void *arg)
 		}
 		o.input_fp = tend_hasher_final(&h);
 		return tend_mount(c, &path, 1, aggregate_body, r, &o);
-	} else
-		return tend_error_set(TEND_ERROR,
-		    "%s: git targets are not available in this build",
-		    r->app->name);
+	} else {
+		/* git: a tree under (repository, ref, prefix) */
+		struct tend_buf msg = TEND_BUF_INIT, v = TEND_BUF_INIT;
+		const char *m = r->app->message;
+
+		for (const char *p = m; *p;) {
+			if (strncmp(p, "{app}", 5) == 0) {
+				tend_buf_puts(&msg, r->app->name);
+				p += 5;
+			} else
+				tend_buf_putc(&msg, *p++);
+		}
+		struct tend_git_spec spec = {
+			.executable = strcmp(r->app->executable, "never") == 0
+			    ? TEND_GIT_NEVER
+			    : strcmp(r->app->executable, "always") == 0
+			    ? TEND_GIT_ALWAYS : TEND_GIT_KEEP,
+			.exclusive = r->app->exclusive,
+			.allow_checked_out = r->app->allow_checked_out,
+			.message = msg.ptr,
+			.author = r->app->author ? r->app->author : "",
+			.tags = (const char *const *)r->app->tags.v,
+			.ntags = r->app->tags.n,
+		};
+		struct tend_key parts[3] = {tend_key_str(r->app->target_path),
+		    tend_key_str(r->app->ref),
+		    tend_key_str(r->app->prefix ? r->app->prefix : "")};
+		struct tend_key k = tend_key_tuple(parts, 3);
+
+		tend_git_encode_spec(&v, &spec);
+		rc = tend_mount_target(c, tend_engine_root(eng, TEND_GIT), &k,
+		    v.ptr, v.len, &r->target);
+		tend_buf_release(&v);
+		tend_buf_release(&msg);
+		if (rc)
+			return rc;
+	}
 	uint64_t gid, gsc;
 	tend_provider_generation(r->target, &gid, &gsc);
 	bool fast = !r->o->full && (r->app->declare == TEND_DECLARE_COPY ||
@@ -1226,14 +1262,29 @@ root_body(struct tend_comp *c, void *arg)
 		if ((rc = tend_mount(c, path, 2, item_body, &a, &o)))
 			return rc;
 	}
-	for (size_t i = 0; r->hold && i < r->nvanished; i++) {
+	for (size_t i = 0; i < r->nvanished; i++) {
 		struct tend_key path[2] = {tend_key_symbol("files"),
 		    tend_key_str(r->vanished[i])};
 
-		tend_mount_keep(c, path, 2);
+		if (r->hold)
+			tend_mount_keep(c, path, 2);
+		else
+			tend_mount_gone(c, path, 2);
 	}
 	if (r->app->manifest && r->app->target == TEND_TARGET_DIR)
 		return declare_manifest(c, r);
+	if (r->app->target == TEND_TARGET_GIT && r->app->tags.n) {
+		struct tend_provider *tags;
+
+		if ((rc = tend_provider_attachment(r->target, "tag", &tags)))
+			return rc;
+		for (size_t i = 0; i < r->app->tags.n; i++) {
+			struct tend_key k = tend_key_str(r->app->tags.v[i]);
+
+			if ((rc = tend_declare(c, tags, &k, "t", 1)))
+				return rc;
+		}
+	}
 	return 0;
 }
 
@@ -1443,10 +1494,13 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	}
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
 	current_run = &r;
+	/* a git target makes one commit per pass: one batch */
+	tend_engine_set_batch(ws->eng,
+	    app->target == TEND_TARGET_GIT ? SIZE_MAX : 0);
 	rc = tend_engine_run(ws->eng, app->name, root_body, &r, &po,
 	    &res->stats);
 	current_run = NULL;
-	if (!o->preview && app->target == TEND_TARGET_DIR && r.target) {
+	if (!o->preview && app->target != TEND_TARGET_FILE && r.target) {
 		uint64_t gid, gsc;
 
 		tend_provider_generation(r.target, &gid, &gsc);

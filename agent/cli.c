@@ -171,6 +171,12 @@ display_path(struct tend_buf *out, const char *provider, const char *key)
 		strip_quotes(out, key);
 	} else if (strcmp(provider, "@tend/file") == 0)
 		strip_quotes(out, key);
+	else if (strncmp(provider, "@tend/git/", 10) == 0) {
+		tend_buf_printf(out, "git%s:", provider + 10);
+		strip_quotes(out, key);
+	} else if (strcmp(provider, "@tend/git") == 0) {
+		tend_buf_printf(out, "git%s", key);
+	}
 	else {
 		tend_buf_printf(out, "%s/", provider);
 		tend_buf_puts(out, key);

@@ -375,6 +375,11 @@ clear_refs(struct pass *pass)
 	pass->nrefs = 0;
 }
 
+static struct tend_comp *delete_comp(struct tend_engine *eng,
+    struct pass *pass, const struct tend_fp *parent_cid, bool has_parent,
+    const uint8_t *path, size_t len);
+static void enqueue(struct pass *pass, struct tend_comp *c);
+
 /* ---- preview undo log ---- */
 
 void
@@ -1370,6 +1375,35 @@ mount_common(struct tend_comp *parent, const struct tend_key *path,
 		    display);
 	free(display);
 	return use ? status : 0;
+}
+
+void
+tend_engine_set_batch(struct tend_engine *eng, size_t n)
+{
+	eng->batch = n ? n : DEFAULT_BATCH;
+}
+
+int
+tend_mount_gone(struct tend_comp *parent, const struct tend_key *path,
+    size_t npath)
+{
+	struct tend_buf enc = TEND_BUF_INIT;
+	struct tend_comp *d;
+	struct tend_fp cid;
+
+	if (parent->mode != MODE_BUILD)
+		return tend_error_set(TEND_EINVALID, "mount_gone: not building");
+	tend_buf_put(&enc, parent->path.ptr, parent->path.len);
+	for (size_t i = 0; i < npath; i++)
+		tend_key_encode(&enc, &path[i]);
+	cid = tend_fp_bytes(enc.ptr, enc.len);
+	if (!tend_cidset_has(&parent->pass->built, &cid)) {
+		d = delete_comp(parent->eng, parent->pass, &parent->cid, true,
+		    (const uint8_t *)enc.ptr, enc.len);
+		enqueue(parent->pass, d);
+	}
+	tend_buf_release(&enc);
+	return 0;
 }
 
 int

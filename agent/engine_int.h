@@ -293,7 +293,7 @@ struct tend_engine {
 	struct tend_context ctx;
 	uint8_t token[16];
 	uint64_t npass;
-	unsigned batch;
+	size_t batch;
 	struct pass *pass;
 	char *state_dir;
 	struct tend_provider *graveyard;

@@ -33,7 +33,7 @@ struct tend_engine_opts {
 	/* Initial LMDB map size in bytes (0: 256 MiB). It grows on demand. */
 	uint64_t map_size;
 	/* Components per write batch (0: 4096). */
-	unsigned batch;
+	size_t batch;
 };
 
 /*
@@ -194,6 +194,19 @@ int tend_use_mount(struct tend_comp *c, const struct tend_key *path,
  */
 int tend_mount_keep(struct tend_comp *c, const struct tend_key *path,
     size_t npath);
+
+/*
+ * The child at parent / path... existed and is gone: delete it now, in
+ * the same batch as its parent, rather than after the parent commits (so
+ * a git target makes one commit for a pass's changes and deletions). If
+ * it cannot be deleted now, the parent's commit tombstones it as usual.
+ */
+int tend_mount_gone(struct tend_comp *c, const struct tend_key *path,
+    size_t npath);
+
+/* Components per batch from now on (0: the default 4096; SIZE_MAX: one
+ * batch per pass, as a git target wants one commit per pass). */
+void tend_engine_set_batch(struct tend_engine *eng, size_t n);
 
 struct tend_engine *tend_comp_engine(struct tend_comp *c);
 /* The component's readable path ("/site/@files/\"a.md\""); borrowed. */

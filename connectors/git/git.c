@@ -1,0 +1,985 @@
+/*
+ * git.c - the git-tree target, written with libgit2 (the only file that
+ * includes <git2.h>).
+ *
+ * Entries of one ref that change in one batch become one commit: blobs
+ * are written for the changed contents only, the new tree is the tip's
+ * tree with just those paths updated (git_tree_create_updated: cost grows
+ * with the changed paths and their depth, not with the tree), and the ref
+ * moves with compare-and-swap on the tip it was built from. If another
+ * writer moved the ref meanwhile, the same updates are rebuilt onto the
+ * new tip (bounded retries): their commit is never lost. No working tree
+ * or index is touched; a ref checked out in a working tree is refused
+ * unless allowed, since its files would look deleted to the user.
+ *
+ * Records are (version, XXH3-128 of the content, git mode): unchanged
+ * content is never hashed with SHA-1 again.
+ */
+#define _GNU_SOURCE
+#include "git.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <git2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "tend/arena.h"
+#include "tend/fingerprint.h"
+#include "tend/status.h"
+#include "tend/target.h"
+
+#define REC_LEN (1 + 16 + 4)
+#define RETRIES 8
+
+/* ---- spec ---- */
+
+void
+tend_git_encode_spec(struct tend_buf *out, const struct tend_git_spec *s)
+{
+	tend_buf_putc(out, 1);
+	tend_buf_putc(out, (int)s->executable);
+	tend_buf_putc(out, s->exclusive);
+	tend_buf_putc(out, s->allow_checked_out);
+	tend_buf_put(out, s->message, strlen(s->message) + 1);
+	tend_buf_put(out, s->author, strlen(s->author) + 1);
+	for (size_t i = 0; i < s->ntags; i++)
+		tend_buf_put(out, s->tags[i], strlen(s->tags[i]) + 1);
+}
+
+struct spec {
+	int executable;
+	bool exclusive, allow;
+	char *message, *author;
+	char *tags; /* NUL-separated, ntags of them */
+	size_t tagslen;
+};
+
+static bool
+decode_spec(const void *p, size_t len, struct spec *s)
+{
+	const char *b = p, *end = b + len;
+
+	memset(s, 0, sizeof *s);
+	if (len < 6 || b[0] != 1)
+		return false;
+	s->executable = b[1];
+	s->exclusive = b[2] != 0;
+	s->allow = b[3] != 0;
+	const char *m = b + 4, *mz = memchr(m, 0, (size_t)(end - m));
+	if (!mz)
+		return false;
+	const char *a = mz + 1, *az = memchr(a, 0, (size_t)(end - a));
+	if (!az)
+		return false;
+	s->message = strdup(m);
+	s->author = strdup(a);
+	s->tagslen = (size_t)(end - (az + 1));
+	s->tags = malloc(s->tagslen + 1);
+	if (!s->message || !s->author || !s->tags)
+		abort();
+	memcpy(s->tags, az + 1, s->tagslen);
+	s->tags[s->tagslen] = '\0';
+	return true;
+}
+
+static void
+spec_free(struct spec *s)
+{
+	free(s->message);
+	free(s->author);
+	free(s->tags);
+}
+
+/* ---- errors ---- */
+
+static int
+git_fail(const char *what, const char *detail)
+{
+	const git_error *e = git_error_last();
+
+	return tend_error_set(TEND_ERROR, "git: %s%s%s: %s", what,
+	    detail ? " " : "", detail ? detail : "",
+	    e && e->message ? e->message : "failed");
+}
+
+/* ---- handlers ---- */
+
+enum hkind { H_ROOT, H_ENTRIES, H_TAGS };
+
+struct git_handler {
+	struct tend_handler base;
+	enum hkind kind;
+	char *repo, *ref, *prefix;
+	struct spec spec;
+};
+
+enum akind { A_OPEN, A_DROP, A_PUT, A_DEL, A_TAG, A_UNTAG };
+
+struct git_action {
+	enum akind kind;
+	const char *repo, *ref, *prefix;
+	const char *path; /* entries: under the prefix; tags: the name */
+	struct tend_entry_spec e;
+	unsigned gitmode;
+	bool wipe; /* A_OPEN after a destructive change */
+	struct spec spec;
+};
+
+static void gitconn_apply(struct tend_sink *, struct tend_context *,
+    void *const *, size_t, struct tend_apply_result *);
+static struct tend_sink git_sink = {.apply = gitconn_apply, .name = "tend/git"};
+
+static const struct tend_handler_ops root_ops, entries_ops, tags_ops;
+
+static void
+handler_destroy(struct tend_handler *base)
+{
+	struct git_handler *h = (struct git_handler *)(void *)base;
+
+	free(h->repo);
+	free(h->ref);
+	free(h->prefix);
+	spec_free(&h->spec);
+	free(h);
+}
+
+static struct git_handler *
+handler_new(enum hkind kind, const char *repo, const char *ref,
+    const char *prefix, const struct spec *spec)
+{
+	struct git_handler *h = calloc(1, sizeof *h);
+
+	if (!h)
+		abort();
+	tend_handler_init(&h->base, kind == H_ROOT ? &root_ops
+	    : kind == H_ENTRIES ? &entries_ops : &tags_ops);
+	h->kind = kind;
+	if (repo) {
+		h->repo = strdup(repo);
+		h->ref = strdup(ref);
+		h->prefix = strdup(prefix);
+	}
+	if (spec) {
+		h->spec = *spec;
+		h->spec.message = strdup(spec->message);
+		h->spec.author = strdup(spec->author);
+		h->spec.tags = malloc(spec->tagslen + 1);
+		if (!h->spec.tags)
+			abort();
+		if (spec->tagslen)
+			memcpy(h->spec.tags, spec->tags, spec->tagslen);
+		h->spec.tags[spec->tagslen] = '\0';
+	}
+	return h;
+}
+
+static char *
+adup(struct tend_arena *a, const char *p, size_t n)
+{
+	char *s = tend_arena_alloc(a, n + 1);
+
+	memcpy(s, p, n);
+	s[n] = '\0';
+	return s;
+}
+
+/* key = (repo, ref, prefix) */
+static int
+container_key(const struct tend_key *k, struct tend_arena *a, char **repo,
+    char **ref, char **prefix)
+{
+	if (k->kind != TEND_KEY_TUPLE || k->u.tuple.n != 3)
+		return tend_error_set(TEND_EINVALID,
+		    "git: a container key is (repository, ref, prefix)");
+	for (int i = 0; i < 3; i++)
+		if (k->u.tuple.items[i].kind != TEND_KEY_STR)
+			return tend_error_set(TEND_EINVALID,
+			    "git: container key parts are strings");
+	*repo = adup(a, k->u.tuple.items[0].u.s.ptr, k->u.tuple.items[0].u.s.len);
+	*ref = adup(a, k->u.tuple.items[1].u.s.ptr, k->u.tuple.items[1].u.s.len);
+	*prefix = adup(a, k->u.tuple.items[2].u.s.ptr,
+	    k->u.tuple.items[2].u.s.len);
+	if (!git_reference_is_valid_name(*ref) || strncmp(*ref, "refs/", 5))
+		return tend_error_set(TEND_EINVALID,
+		    "git: \"%s\" is not a valid ref name (refs/heads/...)",
+		    *ref);
+	return 0;
+}
+
+static int
+check_git_name(const char *name, size_t len)
+{
+	int rc = tend_fs_check_name(name, len);
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < len;) {
+		size_t j = i;
+		while (j < len && name[j] != '/')
+			j++;
+		if (j - i == 4 && strncasecmp(name + i, ".git", 4) == 0)
+			return tend_error_set(TEND_EINVALID,
+			    "entry name \"%.*s\" has a .git component",
+			    (int)len, name);
+		i = j + 1;
+	}
+	return 0;
+}
+
+static int
+root_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
+    struct tend_reconcile_out *out)
+{
+	struct git_action *a = tend_arena_zalloc(in->arena, sizeof *a);
+	char *repo, *ref, *prefix;
+	int rc;
+
+	(void)base;
+	if ((rc = container_key(in->key, in->arena, &repo, &ref, &prefix)))
+		return rc;
+	if (prefix[0] && (rc = check_git_name(prefix, strlen(prefix))))
+		return rc;
+	a->repo = repo;
+	a->ref = ref;
+	a->prefix = prefix;
+	out->action = a;
+	out->sink = &git_sink;
+	if (!in->desired) {
+		a->kind = A_DROP;
+		out->record_absent = true;
+		return 0;
+	}
+	a->kind = A_OPEN;
+	if (!decode_spec(in->desired, in->desired_len, &a->spec))
+		return tend_error_set(TEND_EINVALID, "git: bad spec");
+	/* the spec strings live as long as the action: move them into the
+	 * arena */
+	char *m = tend_arena_strdup(in->arena, a->spec.message);
+	char *au = tend_arena_strdup(in->arena, a->spec.author);
+	char *tg = tend_arena_memdup(in->arena, a->spec.tags,
+	    a->spec.tagslen + 1);
+	spec_free(&a->spec);
+	a->spec.message = m;
+	a->spec.author = au;
+	a->spec.tags = tg;
+	for (size_t i = 0; i < in->nprev; i++) {
+		struct spec old;
+
+		if (!decode_spec(in->prev[i].data, in->prev[i].len, &old))
+			continue;
+		if (a->spec.exclusive && !old.exclusive)
+			out->invalidation = TEND_INVALIDATE_DESTRUCTIVE;
+		else if (old.executable != a->spec.executable &&
+		    out->invalidation == TEND_INVALIDATE_NONE)
+			out->invalidation = TEND_INVALIDATE_LOSSY;
+		spec_free(&old);
+	}
+	a->wipe = out->invalidation == TEND_INVALIDATE_DESTRUCTIVE;
+	out->record.data = tend_arena_memdup(in->arena, in->desired,
+	    in->desired_len);
+	out->record.len = in->desired_len;
+	return 0;
+}
+
+static unsigned
+git_mode(int policy, unsigned mode)
+{
+	if (policy == TEND_GIT_NEVER)
+		return GIT_FILEMODE_BLOB;
+	if (policy == TEND_GIT_ALWAYS)
+		return GIT_FILEMODE_BLOB_EXECUTABLE;
+	return mode & 0100 ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB;
+}
+
+static int
+entries_reconcile(struct tend_handler *base,
+    const struct tend_reconcile_in *in, struct tend_reconcile_out *out)
+{
+	struct git_handler *h = (struct git_handler *)(void *)base;
+	struct git_action *a;
+	uint8_t rec[REC_LEN];
+	int rc;
+
+	if (in->key->kind != TEND_KEY_STR)
+		return tend_error_set(TEND_EINVALID, "git: keys are paths");
+	if (h->kind == H_ENTRIES &&
+	    (rc = check_git_name(in->key->u.s.ptr, in->key->u.s.len)))
+		return rc;
+	if (h->kind == H_TAGS) {
+		char *name = adup(in->arena, in->key->u.s.ptr, in->key->u.s.len);
+		struct tend_buf full = TEND_BUF_INIT;
+
+		tend_buf_printf(&full, "refs/tags/%s", name);
+		rc = git_reference_is_valid_name(full.ptr);
+		tend_buf_release(&full);
+		if (!rc)
+			return tend_error_set(TEND_EINVALID,
+			    "git: \"%s\" is not a valid tag name", name);
+	}
+	a = tend_arena_zalloc(in->arena, sizeof *a);
+	a->repo = h->repo;
+	a->ref = h->ref;
+	a->prefix = h->prefix;
+	a->path = adup(in->arena, in->key->u.s.ptr, in->key->u.s.len);
+	a->spec = h->spec;
+	if (!in->desired) {
+		if (in->nprev == 0 && !in->prev_may_be_missing)
+			return 0;
+		a->kind = h->kind == H_TAGS ? A_UNTAG : A_DEL;
+		out->action = a;
+		out->sink = &git_sink;
+		out->record_absent = true;
+		return 0;
+	}
+	memset(rec, 0, sizeof rec);
+	rec[0] = 1;
+	if (h->kind == H_TAGS) {
+		a->kind = A_TAG;
+	} else {
+		struct tend_buf tmp = TEND_BUF_INIT;
+		const uint8_t *d = in->desired;
+
+		/* the entry spec of fs.h: version, fp, size, mode, src */
+		if (in->desired_len < 29 || d[0] != 1)
+			return tend_error_set(TEND_EINVALID, "git: bad entry");
+		memcpy(a->e.fp.b, d + 1, 16);
+		for (int i = 0; i < 8; i++)
+			a->e.size |= (uint64_t)d[17 + i] << (8 * i);
+		a->e.mode = (unsigned)d[25] | (unsigned)d[26] << 8;
+		a->e.src = adup(in->arena, (const char *)d + 29,
+		    in->desired_len - 29);
+		a->kind = A_PUT;
+		a->gitmode = git_mode(h->spec.executable, a->e.mode);
+		memcpy(rec + 1, a->e.fp.b, 16);
+		rec[17] = (uint8_t)a->gitmode;
+		rec[18] = (uint8_t)(a->gitmode >> 8);
+		rec[19] = (uint8_t)(a->gitmode >> 16);
+		tend_buf_release(&tmp);
+	}
+	bool same = !in->prev_may_be_missing;
+	for (size_t i = 0; i < in->nprev; i++)
+		if (in->prev[i].len != REC_LEN ||
+		    memcmp(in->prev[i].data, rec, REC_LEN) != 0)
+			same = false;
+	if (same)
+		return 0;
+	out->action = a;
+	out->sink = &git_sink;
+	out->record.data = tend_arena_memdup(in->arena, rec, REC_LEN);
+	out->record.len = REC_LEN;
+	return 0;
+}
+
+static size_t
+entries_attachments(struct tend_handler *base, struct tend_attachment *out,
+    size_t max)
+{
+	struct git_handler *h = (struct git_handler *)(void *)base;
+
+	if (max < 1)
+		return 0;
+	out[0].type = "tag";
+	out[0].handler = &handler_new(H_TAGS, h->repo, h->ref, h->prefix,
+	    &h->spec)->base;
+	return 1;
+}
+
+static struct tend_handler *
+root_open_child(struct tend_handler *base, const struct tend_key *key,
+    const struct tend_bytes *record)
+{
+	struct tend_arena a = TEND_ARENA_INIT;
+	char *repo, *ref, *prefix;
+	struct spec spec = {0};
+	struct git_handler *h = NULL;
+
+	(void)base;
+	if (container_key(key, &a, &repo, &ref, &prefix) == 0 &&
+	    (!record || decode_spec(record->data, record->len, &spec))) {
+		if (!record) {
+			spec.message = strdup("");
+			spec.author = strdup("");
+			spec.tags = strdup("");
+		}
+		h = handler_new(H_ENTRIES, repo, ref, prefix, &spec);
+	}
+	spec_free(&spec);
+	tend_arena_finish(&a);
+	tend_error_clear();
+	return h ? &h->base : NULL;
+}
+
+static struct tend_handler *
+root_preview_child(struct tend_handler *base, const struct tend_key *key,
+    const void *desired, size_t len)
+{
+	struct tend_bytes rec = {desired, len};
+
+	return root_open_child(base, key, desired ? &rec : NULL);
+}
+
+/* ---- repositories ---- */
+
+static int
+open_repo(struct tend_context *ctx, const char *repo, git_repository **out)
+{
+	const char *ws = tend_context_get(ctx, "workspace");
+	struct tend_buf path = TEND_BUF_INIT;
+	int rc;
+
+	if (repo[0] == '/' || !ws)
+		tend_buf_puts(&path, repo);
+	else
+		tend_buf_printf(&path, "%s/%s", ws, repo);
+	rc = git_repository_open_ext(out, path.ptr,
+	    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL);
+	if (rc)
+		rc = git_fail("open", path.ptr);
+	tend_buf_release(&path);
+	return rc;
+}
+
+/* Is `ref` what some working tree of the repository has checked out? */
+static bool
+checked_out(git_repository *repo, const char *ref, char **where)
+{
+	git_reference *head = NULL;
+	git_strarray wts = {0};
+	bool found = false;
+
+	if (!git_repository_is_bare(repo) &&
+	    git_reference_lookup(&head, repo, "HEAD") == 0) {
+		const char *t = git_reference_type(head) == GIT_REFERENCE_SYMBOLIC
+			? git_reference_symbolic_target(head)
+			: NULL;
+		if (t && strcmp(t, ref) == 0) {
+			*where = strdup(git_repository_workdir(repo)
+				    ? git_repository_workdir(repo) : "the main working tree");
+			found = true;
+		}
+		git_reference_free(head);
+	}
+	if (!found && git_worktree_list(&wts, repo) == 0) {
+		for (size_t i = 0; i < wts.count && !found; i++) {
+			if (git_repository_head_for_worktree(&head, repo,
+				wts.strings[i]) != 0)
+				continue;
+			if (strcmp(git_reference_name(head), ref) == 0) {
+				*where = strdup(wts.strings[i]);
+				found = true;
+			}
+			git_reference_free(head);
+		}
+		git_strarray_dispose(&wts);
+	}
+	git_error_clear();
+	return found;
+}
+
+static int
+signature(git_repository *repo, const char *configured, git_signature **out)
+{
+	if (configured && *configured) {
+		const char *lt = strchr(configured, '<'), *gt = strrchr(configured, '>');
+
+		if (lt && gt && gt > lt) {
+			char *name = strndup(configured, (size_t)(lt - configured));
+			char *mail = strndup(lt + 1, (size_t)(gt - lt - 1));
+			size_t n = strlen(name);
+			int rc;
+
+			while (n && name[n - 1] == ' ')
+				name[--n] = '\0';
+			rc = git_signature_now(out, name, mail);
+			free(name);
+			free(mail);
+			if (rc == 0)
+				return 0;
+		}
+	}
+	if (git_signature_default(out, repo) == 0)
+		return 0;
+	git_error_clear();
+	return git_signature_now(out, "tend", "tend@localhost");
+}
+
+static void
+join_path(struct tend_buf *b, const char *prefix, const char *path)
+{
+	tend_buf_reset(b);
+	if (prefix[0]) {
+		tend_buf_puts(b, prefix);
+		if (path[0])
+			tend_buf_putc(b, '/');
+	}
+	tend_buf_puts(b, path);
+}
+
+struct update {
+	git_tree_update u;
+	char *path;
+};
+
+/*
+ * Commit `n` updates (paths relative to the repository root) onto `ref`:
+ * build from the tip, commit, move the ref if it is still that tip, else
+ * start over from the new tip. `removals` of paths the tip lacks are
+ * skipped. `replace_prefix`: the new tree has nothing under `prefix`
+ * (a destructive change or the container's delete).
+ */
+static int
+commit_updates(git_repository *repo, const char *ref, struct update *ups,
+    size_t n, const char *wipe_prefix, bool wipe, const struct spec *spec,
+    size_t nactions)
+{
+	int rc = 0;
+
+	for (int attempt = 0; attempt < RETRIES; attempt++) {
+		git_oid tip, tree_id, base_id, commit_id;
+		git_commit *parent = NULL;
+		git_tree *base = NULL, *newtree = NULL;
+		git_signature *author = NULL, *committer = NULL;
+		git_reference *newref = NULL;
+		git_tree_update *list = calloc(n + 1, sizeof *list);
+		size_t nl = 0;
+		bool have_tip = git_reference_name_to_id(&tip, repo, ref) == 0;
+
+		if (!list)
+			abort();
+		git_error_clear();
+		if (have_tip) {
+			if ((rc = git_commit_lookup(&parent, repo, &tip)) ||
+			    (rc = git_commit_tree(&base, parent))) {
+				rc = git_fail("read the tip of", ref);
+				goto next;
+			}
+		} else {
+			git_treebuilder *tb;
+
+			if (git_treebuilder_new(&tb, repo, NULL) ||
+			    git_treebuilder_write(&base_id, tb)) {
+				rc = git_fail("empty tree", NULL);
+				goto next;
+			}
+			git_treebuilder_free(tb);
+			if (git_tree_lookup(&base, repo, &base_id)) {
+				rc = git_fail("empty tree", NULL);
+				goto next;
+			}
+		}
+		if (wipe) {
+			git_tree_entry *e = NULL;
+
+			if (!wipe_prefix[0]) {
+				/* the whole tree goes: start from empty */
+				git_treebuilder *tb;
+				git_oid empty;
+
+				git_treebuilder_new(&tb, repo, NULL);
+				git_treebuilder_write(&empty, tb);
+				git_treebuilder_free(tb);
+				git_tree_free(base);
+				git_tree_lookup(&base, repo, &empty);
+			} else if (git_tree_entry_bypath(&e, base, wipe_prefix) ==
+			    0) {
+				list[nl].action = GIT_TREE_UPDATE_REMOVE;
+				list[nl].path = wipe_prefix;
+				nl++;
+				git_tree_entry_free(e);
+			}
+			git_error_clear();
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (ups[i].u.action == GIT_TREE_UPDATE_REMOVE) {
+				git_tree_entry *e = NULL;
+
+				if (git_tree_entry_bypath(&e, base, ups[i].path)) {
+					git_error_clear();
+					continue; /* gone already */
+				}
+				git_tree_entry_free(e);
+			}
+			list[nl] = ups[i].u;
+			list[nl].path = ups[i].path;
+			nl++;
+		}
+		if (git_tree_create_updated(&tree_id, repo, base, nl, list)) {
+			rc = git_fail("update the tree of", ref);
+			goto next;
+		}
+		if (have_tip && git_oid_equal(&tree_id, git_tree_id(base))) {
+			rc = 0; /* nothing changed: no commit */
+			goto done;
+		}
+		if (git_tree_lookup(&newtree, repo, &tree_id) ||
+		    signature(repo, spec->author, &author) ||
+		    signature(repo, NULL, &committer)) {
+			rc = git_fail("prepare a commit on", ref);
+			goto next;
+		}
+		struct tend_buf msg = TEND_BUF_INIT;
+		for (const char *p = spec->message; *p;) {
+			if (strncmp(p, "{count}", 7) == 0) {
+				tend_buf_printf(&msg, "%zu", nactions);
+				p += 7;
+			} else
+				tend_buf_putc(&msg, *p++);
+		}
+		if (!msg.len)
+			tend_buf_puts(&msg, "tend: sync");
+		tend_buf_putc(&msg, '\n');
+		const git_commit *parents[1] = {parent};
+		rc = git_commit_create(&commit_id, repo, NULL, author, committer,
+		    "UTF-8", msg.ptr, newtree, have_tip ? 1 : 0, parents);
+		tend_buf_release(&msg);
+		if (rc) {
+			rc = git_fail("commit on", ref);
+			goto next;
+		}
+		/* compare-and-swap: only if the ref is still our base */
+		if (have_tip)
+			rc = git_reference_create_matching(&newref, repo, ref,
+			    &commit_id, 1, &tip, "tend: sync");
+		else
+			rc = git_reference_create(&newref, repo, ref, &commit_id,
+			    0, "tend: sync");
+		if (rc == GIT_EMODIFIED || rc == GIT_EEXISTS) {
+			/* someone moved it: rebuild onto their commit */
+			git_error_clear();
+			rc = TEND_ECONFLICT;
+			goto next;
+		}
+		if (rc)
+			rc = git_fail("update", ref);
+		/* tags kept on the synced commit follow it */
+		for (size_t off = 0; rc == 0 && off < spec->tagslen;) {
+			const char *tag = spec->tags + off;
+			git_object *obj = NULL;
+			git_oid out;
+
+			if (git_object_lookup(&obj, repo, &commit_id,
+				GIT_OBJECT_COMMIT) == 0 &&
+			    git_tag_create_lightweight(&out, repo, tag, obj, 1))
+				rc = git_fail("tag", tag);
+			git_object_free(obj);
+			off += strlen(tag) + 1;
+		}
+	done:
+		git_reference_free(newref);
+		git_signature_free(author);
+		git_signature_free(committer);
+		git_tree_free(newtree);
+		git_tree_free(base);
+		git_commit_free(parent);
+		free(list);
+		return rc;
+	next:
+		git_reference_free(newref);
+		git_signature_free(author);
+		git_signature_free(committer);
+		git_tree_free(newtree);
+		git_tree_free(base);
+		git_commit_free(parent);
+		free(list);
+		if (rc != TEND_ECONFLICT)
+			return rc;
+	}
+	return tend_error_set(TEND_ECONFLICT,
+	    "git: %s kept moving under us (%d attempts)", ref, RETRIES);
+}
+
+static int
+set_tag(git_repository *repo, const char *ref, const char *name)
+{
+	git_oid tip;
+	git_object *obj = NULL;
+	git_oid out;
+	int rc;
+
+	if (git_reference_name_to_id(&tip, repo, ref) != 0) {
+		git_error_clear();
+		return 0; /* no commit yet: the first commit sets it */
+	}
+	if ((rc = git_object_lookup(&obj, repo, &tip, GIT_OBJECT_COMMIT)) ||
+	    (rc = git_tag_create_lightweight(&out, repo, name, obj, 1)))
+		rc = git_fail("tag", name);
+	git_object_free(obj);
+	return rc;
+}
+
+/* ---- the sink ---- */
+
+static int
+cmp_group(const void *x, const void *y)
+{
+	const struct git_action *a = *(struct git_action *const *)x;
+	const struct git_action *b = *(struct git_action *const *)y;
+	int c = strcmp(a->repo, b->repo);
+
+	if (!c)
+		c = strcmp(a->ref, b->ref);
+	return c;
+}
+
+static void
+apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
+    size_t *idx, struct tend_apply_result *results)
+{
+	git_repository *repo = NULL;
+	struct update *ups = calloc(n + 1, sizeof *ups);
+	size_t nu = 0, nentries = 0;
+	struct tend_buf path = TEND_BUF_INIT;
+	int rc;
+
+	if (!ups)
+		abort();
+	rc = open_repo(ctx, acts[0]->repo, &repo);
+	if (rc)
+		goto out;
+	/* containers first: open (and wipe), or drop */
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct git_action *a = acts[i];
+		char *where = NULL;
+
+		if (a->kind == A_OPEN || a->kind == A_DROP) {
+			if (a->kind == A_OPEN && !a->spec.allow &&
+			    checked_out(repo, a->ref, &where)) {
+				tend_apply_fail(&results[idx[i]], TEND_ECONFLICT,
+				    "git: %s is checked out in %s: refusing to "
+				    "write it (its files would look deleted); set "
+				    "allow-checked-out = true to do it anyway",
+				    a->ref, where);
+				free(where);
+				continue;
+			}
+			if (a->kind == A_DROP || a->wipe) {
+				int r = commit_updates(repo, a->ref, NULL, 0,
+				    a->prefix, true, &a->spec, 0);
+				if (r)
+					tend_apply_fail(&results[idx[i]], r, "%s",
+					    tend_error_last());
+			}
+			if (a->kind == A_OPEN && results[idx[i]].status == 0)
+				results[idx[i]].child = &handler_new(H_ENTRIES,
+				    a->repo, a->ref, a->prefix, &a->spec)->base;
+		}
+	}
+	/* entries: one commit for all of them */
+	const struct spec *spec = NULL;
+	for (size_t i = 0; i < n; i++) {
+		struct git_action *a = acts[i];
+
+		if (a->kind != A_PUT && a->kind != A_DEL)
+			continue;
+		spec = &a->spec;
+		join_path(&path, a->prefix, a->path);
+		/* the last action on a path wins */
+		size_t k;
+		for (k = 0; k < nu; k++)
+			if (strcmp(ups[k].path, path.ptr) == 0)
+				break;
+		if (k == nu) {
+			ups[nu].path = strdup(path.ptr);
+			nu++;
+		}
+		memset(&ups[k].u, 0, sizeof ups[k].u);
+		if (a->kind == A_PUT) {
+			if (git_blob_create_from_disk(&ups[k].u.id, repo,
+				a->e.src)) {
+				rc = git_fail("write blob", a->path);
+				break;
+			}
+			ups[k].u.action = GIT_TREE_UPDATE_UPSERT;
+			ups[k].u.filemode = (git_filemode_t)a->gitmode;
+		} else
+			ups[k].u.action = GIT_TREE_UPDATE_REMOVE;
+		nentries++;
+	}
+	if (rc == 0 && nu)
+		rc = commit_updates(repo, acts[0]->ref, ups, nu, "", false, spec,
+		    nentries);
+	if (rc) {
+		for (size_t i = 0; i < n; i++)
+			if (acts[i]->kind == A_PUT || acts[i]->kind == A_DEL)
+				tend_apply_fail(&results[idx[i]], rc, "%s",
+				    tend_error_last());
+		rc = 0;
+	}
+	/* tags follow the tip */
+	for (size_t i = 0; i < n; i++) {
+		struct git_action *a = acts[i];
+		struct tend_buf full = TEND_BUF_INIT;
+		int r = 0;
+
+		if (a->kind == A_TAG)
+			r = set_tag(repo, a->ref, a->path);
+		else if (a->kind == A_UNTAG) {
+			git_reference *t = NULL;
+
+			tend_buf_printf(&full, "refs/tags/%s", a->path);
+			if (git_reference_lookup(&t, repo, full.ptr) == 0) {
+				if (git_reference_delete(t))
+					r = git_fail("delete tag", a->path);
+				git_reference_free(t);
+			}
+			git_error_clear();
+		}
+		tend_buf_release(&full);
+		if (r)
+			tend_apply_fail(&results[idx[i]], r, "%s",
+			    tend_error_last());
+	}
+out:
+	if (rc)
+		for (size_t i = 0; i < n; i++)
+			if (!results[idx[i]].status)
+				tend_apply_fail(&results[idx[i]], rc, "%s",
+				    tend_error_last());
+	for (size_t i = 0; i < nu; i++)
+		free(ups[i].path);
+	free(ups);
+	tend_buf_release(&path);
+	git_repository_free(repo);
+}
+
+static void
+gitconn_apply(struct tend_sink *sink, struct tend_context *ctx,
+    void *const *actions, size_t n, struct tend_apply_result *results)
+{
+	struct git_action **sorted = calloc(n + 1, sizeof *sorted);
+	size_t *idx = calloc(n + 1, sizeof *idx);
+
+	(void)sink;
+	if (!sorted || !idx)
+		abort();
+	for (size_t i = 0; i < n; i++)
+		sorted[i] = actions[i];
+	/* stable: group by (repo, ref), keep the batch order inside */
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && cmp_group(&sorted[j - 1], &sorted[j]) > 0;
+		     j--) {
+			struct git_action *t = sorted[j];
+			sorted[j] = sorted[j - 1];
+			sorted[j - 1] = t;
+		}
+	/* tags after the commits of their ref */
+	for (size_t start = 0; start < n;) {
+		size_t end = start + 1;
+
+		while (end < n && cmp_group(&sorted[start], &sorted[end]) == 0)
+			end++;
+		for (size_t i = start; i < end; i++)
+			for (size_t k = 0; k < n; k++)
+				if (actions[k] == sorted[i])
+					idx[i] = k;
+		apply_group(ctx, sorted + start, end - start, idx + start,
+		    results);
+		start = end;
+	}
+	free(sorted);
+	free(idx);
+}
+
+/* ---- drift ---- */
+
+static int
+entries_check(struct tend_handler *base, struct tend_context *ctx,
+    const struct tend_key *key, const struct tend_bytes *record,
+    struct tend_buf *why)
+{
+	struct git_handler *h = (struct git_handler *)(void *)base;
+	git_repository *repo = NULL;
+	git_oid tip;
+	git_commit *c = NULL;
+	git_tree *t = NULL;
+	git_tree_entry *e = NULL;
+	git_blob *b = NULL;
+	struct tend_buf path = TEND_BUF_INIT;
+	char *name;
+	int rc;
+
+	if (h->kind != H_ENTRIES || key->kind != TEND_KEY_STR ||
+	    record->len != REC_LEN)
+		return 0;
+	if ((rc = open_repo(ctx, h->repo, &repo)))
+		return rc;
+	name = strndup(key->u.s.ptr, key->u.s.len);
+	join_path(&path, h->prefix, name);
+	rc = TEND_ECONFLICT;
+	if (git_reference_name_to_id(&tip, repo, h->ref)) {
+		tend_buf_printf(why, "%s does not exist", h->ref);
+	} else if (git_commit_lookup(&c, repo, &tip) ||
+	    git_commit_tree(&t, c)) {
+		tend_buf_printf(why, "cannot read %s", h->ref);
+	} else if (git_tree_entry_bypath(&e, t, path.ptr)) {
+		tend_buf_printf(why, "missing from %s", h->ref);
+	} else if (git_blob_lookup(&b, repo, git_tree_entry_id(e))) {
+		tend_buf_puts(why, "not a blob");
+	} else {
+		struct tend_hasher hs;
+		unsigned mode = (unsigned)record->data[17] |
+		    (unsigned)record->data[18] << 8 |
+		    (unsigned)record->data[19] << 16;
+
+		tend_hasher_init(&hs);
+		tend_hasher_begin_stream(&hs);
+		tend_hasher_raw(&hs, git_blob_rawcontent(b),
+		    (size_t)git_blob_rawsize(b));
+		struct tend_fp fp = tend_hasher_final(&hs);
+		if (memcmp(fp.b, record->data + 1, 16) != 0)
+			tend_buf_printf(why, "content differs in %s", h->ref);
+		else if ((unsigned)git_tree_entry_filemode(e) != mode)
+			tend_buf_printf(why, "mode %o, expected %o",
+			    (unsigned)git_tree_entry_filemode(e), mode);
+		else
+			rc = 0;
+	}
+	git_error_clear();
+	git_blob_free(b);
+	git_tree_entry_free(e);
+	git_tree_free(t);
+	git_commit_free(c);
+	git_repository_free(repo);
+	tend_buf_release(&path);
+	free(name);
+	return rc;
+}
+
+static const struct tend_handler_ops root_ops = {
+	.abi = TEND_TARGET_ABI,
+	.kind = "tend/git",
+	.reconcile = root_reconcile,
+	.preview_child = root_preview_child,
+	.open_child = root_open_child,
+	.destroy = handler_destroy,
+};
+
+static const struct tend_handler_ops entries_ops = {
+	.abi = TEND_TARGET_ABI,
+	.kind = "tend/git-entry",
+	.reconcile = entries_reconcile,
+	.attachments = entries_attachments,
+	.check = entries_check,
+	.destroy = handler_destroy,
+};
+
+static const struct tend_handler_ops tags_ops = {
+	.abi = TEND_TARGET_ABI,
+	.kind = "tend/git-tag",
+	.reconcile = entries_reconcile,
+	.destroy = handler_destroy,
+};
+
+int
+tend_git_register(struct tend_engine *eng)
+{
+	git_libgit2_init();
+	return tend_engine_register_root(eng, TEND_GIT,
+	    &handler_new(H_ROOT, NULL, NULL, NULL, NULL)->base, NULL);
+}

@@ -1,0 +1,126 @@
+#!/bin/sh
+# The git target, checked with the git CLI: fsck, one commit per pass that
+# changed something, ls-tree equal to the declared set, tags, CAS onto a
+# moved ref, exclusive and executable changes, refusals, kills.
+. "$(dirname "$0")/lib.sh"
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t
+G() { git -C repo "$@"; }
+ncommits() { G rev-list --count refs/heads/pages 2>/dev/null || echo 0; }
+tree() { G ls-tree -r --format='%(objectmode) %(path)' refs/heads/pages 2>/dev/null || G ls-tree -r refs/heads/pages | awk '{print $1, $4}'; }
+fsck() { G fsck --strict >"$WS/.fsck" 2>&1 || fail "git fsck: $(cat "$WS/.fsck")"; }
+
+git init -q --bare repo
+mkdir -p src/sub
+printf 'a\n' > src/a.txt; printf 'b\n' > src/sub/b.txt; chmod 755 src/sub/b.txt
+cat > tend.conf <<'CONF'
+[app "pages"]
+	source = src
+	target = git:repo
+	ref = refs/heads/pages
+	prefix = site
+	message = tend: {app} {count}
+	tag = latest
+CONF
+run sync; expect_rc 0 "first git sync"
+fsck
+[ "$(ncommits)" = 1 ] || fail "one commit, got $(ncommits)"
+[ "$(tree)" = "$(printf '100644 site/a.txt\n100755 site/sub/b.txt')" ] || fail "tree: $(tree)"
+[ "$(G rev-parse latest)" = "$(G rev-parse refs/heads/pages)" ] || fail "tag on the tip"
+[ "$(G log -1 --format=%s refs/heads/pages)" = "tend: pages 2" ] || fail "message"
+run sync; expect_rc 0 "no-op"; [ "$(ncommits)" = 1 ] || fail "a no-op made a commit"
+
+# modify, delete and rename in one pass: one commit
+printf 'a2\n' > src/a.txt; rm src/sub/b.txt; printf 'c\n' > src/c.txt
+run sync; expect_rc 0 "changes"; fsck
+[ "$(ncommits)" = 2 ] || fail "one commit for three changes, got $(ncommits)"
+[ "$(tree)" = "$(printf '100644 site/a.txt\n100644 site/c.txt')" ] || fail "tree after changes: $(tree)"
+[ "$(G show refs/heads/pages:site/a.txt)" = a2 ] || fail "content"
+[ "$(G rev-parse latest)" = "$(G rev-parse refs/heads/pages)" ] || fail "the tag moved"
+
+# someone else commits to the ref between two passes: tend builds on it
+tmp=$(mktemp -d); git clone -q repo "$tmp/w"; git -C "$tmp/w" checkout -q pages
+printf 'theirs\n' > "$tmp/w/THEIRS"; git -C "$tmp/w" add THEIRS; git -C "$tmp/w" commit -qm theirs
+git -C "$tmp/w" push -q origin pages; theirs=$(git -C "$tmp/w" rev-parse HEAD); rm -rf "$tmp"
+printf 'a3\n' > src/a.txt
+run sync; expect_rc 0 "on a moved ref"; fsck
+[ "$(G rev-parse refs/heads/pages^)" = "$theirs" ] || fail "their commit is the parent"
+G show refs/heads/pages:THEIRS >/dev/null 2>&1 || fail "their file was lost"
+
+# exclusive on (destructive): a stray file under the prefix disappears
+tmp=$(mktemp -d); git clone -q repo "$tmp/w"; git -C "$tmp/w" checkout -q pages
+printf 'stray\n' > "$tmp/w/site/stray"; git -C "$tmp/w" add site/stray; git -C "$tmp/w" commit -qm stray
+git -C "$tmp/w" push -q origin pages; rm -rf "$tmp"
+printf '\texclusive = true\n' >> tend.conf
+run sync; expect_rc 0 "exclusive on"; fsck
+G show refs/heads/pages:site/stray >/dev/null 2>&1 && fail "stray file survived"
+G show refs/heads/pages:THEIRS >/dev/null 2>&1 || fail "outside the prefix must stay"
+[ "$(G ls-tree -r --name-only refs/heads/pages site)" = "$(printf 'site/a.txt\nsite/c.txt')" ] || fail "declared set after exclusive"
+
+# executable = always (lossy): modes change, blob ids stay
+before=$(G ls-tree -r refs/heads/pages site | awk '{print $3}')
+printf '\texecutable = always\n' >> tend.conf
+run sync; expect_rc 0 "executable always"; fsck
+[ "$(G ls-tree -r refs/heads/pages site | awk '{print $1}' | sort -u)" = 100755 ] || fail "modes"
+[ "$(G ls-tree -r refs/heads/pages site | awk '{print $3}')" = "$before" ] || fail "blob ids changed"
+
+# tags: removed from the config, deleted
+sed -i '/tag = latest/d' tend.conf
+run sync; expect_rc 0 "tag removed"
+G rev-parse -q --verify refs/tags/latest >/dev/null && fail "tag still there"
+
+# check: a ref reset behind tend's back is drift; --full repairs it
+G update-ref refs/heads/pages "$theirs"
+run check; expect_rc 1 "drift after a reset"
+run sync --full; expect_rc 0 "repair"; fsck
+run check; expect_rc 0 "no drift after repair"
+
+# refusals: a .git component, a checked-out ref
+printf '\tname = .git/hooks/{name}\n' >> tend.conf
+run sync; expect_rc 1 ".git name"; expect_in "$ERR" ".git component" "message"
+sed -i '/name = .git/d' tend.conf
+rm -rf wt; git init -q -b pages wt; git -C wt commit -q --allow-empty -m init
+cat > tend.conf <<'CONF'
+[app "co"]
+	source = src
+	target = git:wt
+	ref = refs/heads/pages
+CONF
+run sync; expect_rc 1 "checked-out ref refused"
+expect_in "$ERR" "checked out" "refusal message"
+printf '\tallow-checked-out = true\n' >> tend.conf
+run sync; expect_rc 0 "allowed"
+
+# kills: SIGKILL mid-sync, then a sync converges, fsck clean, and the
+# same change is never committed twice
+rm -rf repo .tend; git init -q --bare repo
+i=0; while [ $i -lt 300 ]; do printf "f$i\n" > src/f$i; i=$((i+1)); done
+cat > tend.conf <<'CONF'
+[app "pages"]
+	source = src
+	target = git:repo
+	ref = refs/heads/pages
+CONF
+killed=0
+r=1
+while [ $r -le ${GIT_KILL_ITERS:-20} ]; do
+	j=0; while [ $j -lt 30 ]; do printf "r$r\n" >> src/f$(( (r * 37 + j * 11) % 300 )); j=$((j+1)); done
+	"$TEND" sync -q $( [ $((r % 2)) = 1 ] && echo --full ) >/dev/null 2>&1 &
+	pid=$!
+	sleep "$(printf '0.%03d' $(( (r * 7919) % 45 )))"
+	kill -9 $pid 2>/dev/null && killed=$((killed+1)); wait $pid 2>/dev/null
+	before=$(ncommits)
+	run sync -q; expect_rc 0 "round $r: sync after kill"
+	fsck
+	[ "$(G ls-tree -r --name-only refs/heads/pages | wc -l)" = "$(find src -type f | wc -l)" ] || fail "round $r: tree size"
+	for f in f1 f$((r % 300)); do
+		[ "$(G show refs/heads/pages:$f)" = "$(cat src/$f)" ] || fail "round $r: $f differs"
+	done
+	after=$(ncommits)
+	run sync -q; [ "$(ncommits)" = "$after" ] || fail "round $r: a converged sync committed again"
+	[ $((after - before)) -le 1 ] || fail "round $r: $((after - before)) commits for one change"
+	run check -q; expect_rc 0 "round $r: check"
+	[ "$FAILS" = 0 ] || break
+	r=$((r+1))
+done
+echo "git kill rounds: $((r - 1)), killed mid-sync: $killed"
+finish
