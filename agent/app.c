@@ -599,6 +599,8 @@ have_item(struct run *r, const char *rel, size_t len)
 {
 	struct item probe = {.rel = (char *)rel, .len = len};
 
+	if (!r->nitems)
+		return false;
 	return bsearch(&probe, r->items, r->nitems, sizeof *r->items,
 		   cmp_rel) != NULL;
 }

@@ -777,6 +777,7 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 		fprintf(stderr, "%s%s", rc == TEND_EINVALID ? "" : "tend: ",
 		    err.ptr);
 		tend_buf_release(&err);
+		tend_ws_close(&ws);
 		free(c.apps);
 		return EXIT_USAGE;
 	}

@@ -231,7 +231,8 @@ walk_dir(struct walker *w, int dirfd, int depth)
 		ents[i].name = names.ptr + ents[i].off;
 	if (w->o->gitignore && has_gitignore)
 		load_gitignore(w, dirfd, base);
-	qsort(ents, n, sizeof *ents, cmp_ent);
+	if (n > 1)
+		qsort(ents, n, sizeof *ents, cmp_ent);
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct ent *en = &ents[i];
 

@@ -1,0 +1,45 @@
+#!/bin/sh
+# bench/git.sh N [RUNS] - the git target beside `git add -A && git commit`
+# in one run, on a generated tree of N files:
+#   first full commit into a fresh repository, then 10 changed files.
+# tend writes to refs/heads/tend of a bare repository (no working tree);
+# git commits its working tree. Medians (hyperfine) and ratios.
+set -eu
+N=${1:-10000}
+RUNS=${2:-5}
+here=$(cd "$(dirname "$0")" && pwd)
+TEND=${TEND:-$here/../build/agent/tend}
+TEND=$(cd "$(dirname "$TEND")" && pwd)/$(basename "$TEND")
+W=${BENCH_DIR:-/tmp/tend-gitbench-$N}
+if [ -n "${BENCH_REUSE:-}" ] && [ -d "$W/src" ]; then cd "$W"; else
+	rm -rf "$W"; mkdir -p "$W"; cd "$W"
+	python3 "$here/gentree.py" gen src -n "$N"
+fi
+printf '[app "pub"]\n\tsource = src\n\ttarget = git:repo.git\n\tref = refs/heads/tend\n' > tend.conf
+export GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@b GIT_COMMITTER_NAME=b GIT_COMMITTER_EMAIL=b@b
+echo 0 > .round
+mut="r=\$(cat .round); echo \$((r+1)) > .round; python3 $here/gentree.py mutate src --round \$r --modify 10"
+# git's working tree is src itself (its .git beside the files)
+hyperfine -N --style basic --runs 3 --export-json "$W/full.json" \
+	--prepare "sh -c 'rm -rf repo.git .tend src/.git; git init -q --bare repo.git; git -C src init -q'" \
+	-n tend "$TEND sync -q" \
+	-n git "sh -c 'cd src && git add -A && git commit -qm full'" >/dev/null
+# both up to date, then 10 changed files per run (each catches up first)
+rm -rf repo.git .tend src/.git; git init -q --bare repo.git; git -C src init -q
+"$TEND" sync -q; (cd src && git add -A && git commit -qm base)
+hyperfine -N --style basic --runs "$RUNS" --warmup 1 --export-json "$W/inc.json" \
+	--prepare "sh -c '$mut'" \
+	-n tend "$TEND sync -q" \
+	-n git "sh -c 'cd src && git add -A && git commit -qm inc'" >/dev/null
+git -C repo.git fsck --strict >/dev/null 2>&1 && ok=clean || ok=ERRORS
+python3 - "$W" "$N" "$ok" <<'PY'
+import json, statistics, sys
+w, n, ok = sys.argv[1:]
+print(f"git target vs git add -A && git commit, {int(n):,} files (medians, seconds)")
+print(f"{'workload':<28} {'tend':>8} {'git':>8} {'ratio':>7}")
+for key, label in [("full", "first full commit"), ("inc", "10 files changed")]:
+    r = {x["command"]: statistics.median(x["times"])
+         for x in json.load(open(f"{w}/{key}.json"))["results"]}
+    print(f"{label:<28} {r['tend']:8.3f} {r['git']:8.3f} {r['tend']/r['git']:6.2f}x")
+print(f"git fsck --strict on tend's repository: {ok}")
+PY
