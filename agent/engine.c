@@ -57,6 +57,19 @@ tend_context_get(struct tend_context *ctx, const char *name)
 	return NULL;
 }
 
+bool
+tend_reconcile_settled(const struct tend_reconcile_in *in, const void *rec,
+    size_t len)
+{
+	if (in->prev_may_be_missing)
+		return false;
+	for (size_t i = 0; i < in->nprev; i++)
+		if (in->prev[i].len != len ||
+		    (len && memcmp(in->prev[i].data, rec, len) != 0))
+			return false;
+	return true;
+}
+
 void
 tend_apply_fail(struct tend_apply_result *r, int status, const char *fmt, ...)
 {

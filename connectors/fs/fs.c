@@ -402,12 +402,7 @@ entry_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 	if (h->spec.file_mode)
 		a->spec.mode = h->spec.file_mode;
 	make_record(rec, &a->spec.fp, a->spec.mode);
-	bool same = !in->prev_may_be_missing;
-	for (size_t i = 0; i < in->nprev; i++)
-		if (in->prev[i].len != REC_LEN ||
-		    memcmp(in->prev[i].data, rec, REC_LEN) != 0)
-			same = false;
-	if (same)
+	if (tend_reconcile_settled(in, rec, REC_LEN))
 		return 0;
 	out->action = a;
 	out->sink = &entry_sink;

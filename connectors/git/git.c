@@ -362,12 +362,7 @@ entries_reconcile(struct tend_handler *base,
 		rec[19] = (uint8_t)(a->gitmode >> 16);
 		tend_buf_release(&tmp);
 	}
-	bool same = !in->prev_may_be_missing;
-	for (size_t i = 0; i < in->nprev; i++)
-		if (in->prev[i].len != REC_LEN ||
-		    memcmp(in->prev[i].data, rec, REC_LEN) != 0)
-			same = false;
-	if (same)
+	if (tend_reconcile_settled(in, rec, REC_LEN))
 		return 0;
 	out->action = a;
 	out->sink = &git_sink;

@@ -181,6 +181,15 @@ struct tend_sink {
  */
 void *tend_context_get(struct tend_context *ctx, const char *name);
 
+/*
+ * The convergence rule for reconcile (semantics R50): true when nothing
+ * may be missing and every possible previous record equals `rec`, i.e. no
+ * write is needed. With several candidates after an interrupted apply it
+ * is false unless all of them match.
+ */
+bool tend_reconcile_settled(const struct tend_reconcile_in *in,
+    const void *rec, size_t len);
+
 /* Convenience for sinks: set a formatted error on a result. */
 void tend_apply_fail(struct tend_apply_result *r, int status,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
