@@ -150,6 +150,9 @@ struct plan {
 	unsigned nprev;
 	bool missing;
 	bool record_changed;
+	/* re-applies the single settled record: nothing to persist, before
+	 * or after (a container's per-pass refresh) */
+	bool refresh;
 	struct tend_key key;
 	/* results */
 	int status;

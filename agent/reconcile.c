@@ -627,6 +627,13 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 			p->item.keylen = d->kenc_len;
 		}
 		p->item.parent = prov->id;
+		/* the candidates stay {r}: a crash cannot lose anything */
+		p->refresh = it && !tmp.preempted && !missing &&
+		    it->nstates == 1 && !it->states[0].deleted &&
+		    !out.record_absent && !p->record_changed &&
+		    out.invalidation == TEND_INVALIDATE_NONE &&
+		    (!d->child || (it->container &&
+				      it->gen_id != 0));
 		append_state(c, &p->item, it, &out);
 		if (d->child) {
 			/* R24 child provider generation; a container seen for
@@ -818,7 +825,8 @@ write_plans(struct tend_txn *txn, struct tend_comp *c)
 	for (size_t i = 0; i < c->nplans; i++) {
 		struct plan *p = &c->plans[i];
 
-		if (p->kind != PLAN_ACTION && p->kind != PLAN_MOVE)
+		if ((p->kind != PLAN_ACTION && p->kind != PLAN_MOVE) ||
+		    p->refresh)
 			continue;
 		if (p->preempted) {
 			uint8_t pre[32];
@@ -907,7 +915,7 @@ tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c)
 			tend_pass_ref_plan(c->pass, c, i);
 	bool any = false;
 	for (size_t i = 0; i < c->nplans; i++)
-		if (c->plans[i].kind == PLAN_ACTION)
+		if (c->plans[i].kind == PLAN_ACTION && !c->plans[i].refresh)
 			any = true;
 	if ((!c->existed && c->mode == MODE_BUILD) || any || c->token_was_set)
 		rc = header_put(txn, c, any ? c->curr : h.version, any);
@@ -1100,11 +1108,14 @@ tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
 		item_key(k, &c->cid, &p->tsid, p->pid);
 		switch (p->kind) {
 		case PLAN_ACTION:
-			any_action = true;
 			if (p->status != 0) {
 				c->any_failed = true;
+				any_action |= !p->refresh;
 				break;
 			}
+			if (p->refresh)
+				break; /* the stored item is already [r] */
+			any_action = true;
 			/* R16 retention: the state of this version survives,
 			 * unless it is a delete */
 			struct state *last = &p->item.states[p->item.nstates - 1];
