@@ -251,8 +251,21 @@ root_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 	out->action = a;
 	out->sink = &git_sink;
 	if (!in->desired) {
+		struct spec old = {0};
+
+		/* the delete runs without the declaration: its author and
+		 * tags come from the last record */
 		a->kind = A_DROP;
 		out->record_absent = true;
+		a->spec.message = tend_arena_strdup(in->arena, "tend: drop");
+		a->spec.author = tend_arena_strdup(in->arena, "");
+		a->spec.tags = tend_arena_strdup(in->arena, "");
+		if (in->nprev &&
+		    decode_spec(in->prev[in->nprev - 1].data,
+			in->prev[in->nprev - 1].len, &old)) {
+			a->spec.author = tend_arena_strdup(in->arena, old.author);
+			spec_free(&old);
+		}
 		return 0;
 	}
 	a->kind = A_OPEN;

@@ -74,6 +74,14 @@ run check; expect_rc 1 "drift after a reset"
 run sync --full; expect_rc 0 "repair"; fsck
 run check; expect_rc 0 "no drift after repair"
 
+# dropping the app removes the prefix subtree in one commit; history stays
+n=$(ncommits)
+run drop pages; expect_rc 0 "drop"; fsck
+[ "$(ncommits)" = $((n + 1)) ] || fail "drop: one commit, got $(( $(ncommits) - n ))"
+[ -z "$(G ls-tree --name-only refs/heads/pages site)" ] || fail "site/ survived the drop"
+G show refs/heads/pages:THEIRS >/dev/null 2>&1 || fail "drop touched what tend does not own"
+G show refs/heads/pages~1:site/a.txt >/dev/null 2>&1 || fail "history lost"
+
 # refusals: a .git component, a checked-out ref
 printf '\tname = .git/hooks/{name}\n' >> tend.conf
 run sync; expect_rc 1 ".git name"; expect_in "$ERR" ".git component" "message"
