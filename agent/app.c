@@ -163,6 +163,49 @@ tend_ws_load(struct tend_ws *ws, const char *dir, const char *conf,
 	return rc;
 }
 
+int
+tend_ws_reload(struct tend_ws *ws, struct tend_buf *err)
+{
+	struct tend_buf text = TEND_BUF_INIT;
+	struct tend_diags diags = {0};
+	struct tend_config cfg;
+	char chunk[8192];
+	ssize_t n;
+	int fd = open(ws->conf_path, O_RDONLY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0) {
+		tend_buf_printf(err, "%s: %s\n", ws->conf_path, strerror(errno));
+		return TEND_ENOTFOUND;
+	}
+	while ((n = read(fd, chunk, sizeof chunk)) > 0)
+		tend_buf_put(&text, chunk, (size_t)n);
+	close(fd);
+	if (tend_config_parse(text.ptr, text.len, "tend.conf", &cfg, &diags)) {
+		char *msg = tend_diags_format(&diags);
+
+		tend_buf_puts(err, msg);
+		free(msg);
+		rc = TEND_EINVALID;
+	} else {
+		/* apps of tend_main stay: they are not in the file */
+		for (size_t i = 0; i < ws->cfg.napps; i++) {
+			struct tend_app_config *a = &ws->cfg.apps[i];
+
+			if (a->declare != TEND_DECLARE_CODE)
+				continue;
+			cfg.apps = tend_xrealloc(cfg.apps,
+			    (cfg.napps + 1) * sizeof *cfg.apps);
+			cfg.apps[cfg.napps++] = *a;
+			memset(a, 0, sizeof *a);
+		}
+		tend_config_finish(&ws->cfg);
+		ws->cfg = cfg;
+	}
+	tend_diags_finish(&diags);
+	tend_buf_release(&text);
+	return rc;
+}
+
 static void rm_tree(const char *path);
 
 /* state/staging/<pid>: where entries are written before being renamed
@@ -925,6 +968,15 @@ static struct tend_fp item_input(const struct item *it);
  * the components are mounted (they run one after another): items kept by
  * the fast path or whose memo matches are left out.
  */
+static void prerun_exec(struct tend_comp *c, struct run *r, bool fast,
+    uint64_t gid, uint64_t gsc);
+
+static void
+prerun_exec_items(struct run *r, uint64_t gid, uint64_t gsc)
+{
+	prerun_exec(NULL, r, false, gid, gsc);
+}
+
 static void
 prerun_exec(struct tend_comp *c, struct run *r, bool fast, uint64_t gid,
     uint64_t gsc)
@@ -945,7 +997,7 @@ prerun_exec(struct tend_comp *c, struct run *r, bool fast, uint64_t gid,
 			tend_fp_equal(&it->sig.logic, &r->logic) &&
 			it->sig.gen_id == gid && it->sig.gen_schema == gsc) ||
 		    (!r->o->full &&
-			tend_engine_memo_matches(tend_comp_engine(c),
+			tend_engine_memo_matches(r->ws->eng,
 			    r->app->name, path, 2, &in, &r->logic)))
 			continue;
 		if (exec_setup(&xs[n], r, it->rel, NULL) != 0) {
@@ -1611,4 +1663,236 @@ tend_ws_tracked_apps(struct tend_ws *ws, char ***out, size_t *n)
 	tend_store_read_end(txn);
 	tend_arena_finish(&a);
 	return more < 0 ? more : 0;
+}
+
+/* ---- incremental passes (tend watch) ---- */
+
+struct partial {
+	struct run *r;
+};
+
+static int
+partial_body(struct tend_comp *c, void *arg)
+{
+	struct run *r = ((struct partial *)arg)->r;
+	int rc;
+
+	for (size_t i = 0; i < r->nitems; i++) {
+		struct item *it = &r->items[i];
+		struct tend_key path[2] = {tend_key_symbol("files"),
+		    tend_key_strn(it->rel, it->len)};
+		struct tend_mount_opts o = {
+			.processor = "copy",
+			.memo = it->sig.mode != 0,
+			.input_fp = item_input(it),
+			.logic_fp = r->logic,
+		};
+		struct item_arg a = {r, it};
+
+		if ((rc = tend_mount(c, path, 2, item_body, &a, &o)))
+			return rc;
+	}
+	for (size_t i = 0; !r->hold && i < r->nvanished; i++) {
+		struct tend_key path[2] = {tend_key_symbol("files"),
+		    tend_key_str(r->vanished[i])};
+
+		if ((rc = tend_mount_gone(c, path, 2)))
+			return rc;
+	}
+	return 0;
+}
+
+static struct tend_provider *
+existing_target(struct tend_ws *ws, struct tend_app_config *app)
+{
+	struct tend_engine *eng = ws->eng;
+
+	if (app->target == TEND_TARGET_DIR) {
+		struct tend_key k = tend_key_str(app->target_path);
+
+		return tend_engine_child_provider(eng,
+		    tend_engine_root(eng, TEND_FS_DIR), &k);
+	}
+	if (app->target == TEND_TARGET_GIT) {
+		struct tend_key parts[3] = {tend_key_str(app->target_path),
+		    tend_key_str(app->ref),
+		    tend_key_str(app->prefix ? app->prefix : "")};
+		struct tend_key k = tend_key_tuple(parts, 3);
+
+		return tend_engine_child_provider(eng,
+		    tend_engine_root(eng, TEND_GIT), &k);
+	}
+	return NULL;
+}
+
+int
+tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
+    char *const *rels, size_t n, const struct tend_sync_opts *o,
+    struct tend_app_result *res)
+{
+	struct run r = {.ws = ws, .app = app, .o = o, .res = res};
+	struct tend_txn *txn = NULL;
+	struct tend_buf key = TEND_BUF_INIT;
+	char *skip[2] = {NULL, NULL};
+	size_t nskip = 0, nprev = 0;
+	struct timespec now;
+	int rc;
+
+	if ((rc = tend_ws_open(ws)))
+		return rc;
+	r.target = existing_target(ws, app);
+	/* no container from an earlier pass in this process, an aggregate,
+	 * a manifest to rewrite: a full pass is the truth */
+	if (!r.target || app->manifest || app->declare == TEND_DECLARE_PLUGIN ||
+	    app->declare == TEND_DECLARE_CODE)
+		return tend_app_sync(ws, app, o, res);
+	memset(res, 0, sizeof *res);
+	r.source = path_join(ws->root, app->source);
+	r.logic = app_logic(app);
+	clock_gettime(CLOCK_REALTIME, &now);
+	r.scan_ns = ts_ns(&now);
+	char *rel;
+	if (app->target == TEND_TARGET_DIR &&
+	    inside(app->source, app->target_path, &rel))
+		skip[nskip++] = rel;
+	if (inside(app->source, ws->cfg.state, &rel))
+		skip[nskip++] = rel;
+	struct tend_walk_opts wo = {
+		.include = app->include.v,
+		.ninclude = app->include.n,
+		.exclude = app->exclude.v,
+		.nexclude = app->exclude.n,
+		.gitignore = app->gitignore,
+		.skip = skip,
+		.nskip = nskip,
+	};
+	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const char *p = rels[i];
+		size_t len = strlen(p);
+		struct tend_bytes v;
+		struct sig old;
+		struct stat st;
+		bool dup = false;
+
+		for (size_t j = 0; j < i && !dup; j++)
+			dup = strcmp(rels[j], p) == 0;
+		if (dup)
+			continue;
+		sig_key(&key, app->name, p, len);
+		bool had = tend_store_get(txn, TEND_T_SIG, key.ptr, key.len,
+			       &v) == 0 &&
+		    sig_decode(&v, &old);
+		char *abs = path_join(r.source, p);
+		bool present = lstat(abs, &st) == 0 && S_ISREG(st.st_mode) &&
+		    tend_walk_includes(r.source, &wo, p);
+		if (!present) {
+			free(abs);
+			if (had) {
+				r.vanished = tend_xrealloc(r.vanished,
+				    (r.nvanished + 1) * sizeof *r.vanished);
+				r.vanished[r.nvanished++] = tend_xstrdup(p);
+			}
+			continue;
+		}
+		struct item it = {0};
+		it.rel = tend_xmemdup(p, len + 1);
+		it.len = len;
+		it.outs = (struct tend_buf)TEND_BUF_INIT;
+		sig_of(&it.sig, &st);
+		if (had)
+			tend_buf_put(&it.outs, v.data + SIG_FIXED,
+			    v.len - SIG_FIXED);
+		if (had && old.trusted && sig_same(&old, &it.sig)) {
+			it.sig = old;
+			it.unchanged = true;
+		} else {
+			if (hash_file(AT_FDCWD, abs, &it.sig.fp) != 0)
+				it.sig.mode = 0;
+			it.hashed = true;
+			it.sig.trusted = it.sig.mode != 0 &&
+			    it.sig.mtime_ns + RACY_NS < r.scan_ns &&
+			    it.sig.ctime_ns + RACY_NS < r.scan_ns;
+			res->hashed++;
+		}
+		free(abs);
+		if (r.nitems == r.citems) {
+			r.citems = r.citems ? r.citems * 2 : 16;
+			r.items = tend_xrealloc(r.items,
+			    r.citems * sizeof *r.items);
+		}
+		r.items[r.nitems++] = it;
+		res->files++;
+	}
+	if (r.nvanished) {
+		struct tend_buf prefix = TEND_BUF_INIT;
+		struct tend_iter it;
+		struct tend_bytes k, v;
+
+		tend_buf_puts(&prefix, app->name);
+		tend_buf_putc(&prefix, 0);
+		tend_store_iter_init(&it, txn, TEND_T_SIG, prefix.ptr,
+		    prefix.len);
+		while (tend_store_iter_next(&it, &k, &v) == 1)
+			nprev++;
+		tend_store_iter_finish(&it);
+		tend_buf_release(&prefix);
+	}
+	tend_store_read_end(txn);
+	if (r.nitems > 1)
+		qsort(r.items, r.nitems, sizeof *r.items, cmp_rel);
+	/* the brake, over this batch of events */
+	bool trip = app->max_delete >= 0
+	    ? r.nvanished > (size_t)app->max_delete
+	    : r.nvanished * 2 > nprev && r.nvanished >= 20;
+	if (trip && !o->allow_delete && r.nvanished) {
+		res->held_deletes = r.nvanished;
+		r.hold = true;
+	}
+	struct partial pa = {&r};
+	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
+	current_run = &r;
+	tend_engine_set_batch(ws->eng,
+	    app->target == TEND_TARGET_GIT ? SIZE_MAX : 0);
+	if (app->declare == TEND_DECLARE_EXEC) {
+		uint64_t gid, gsc;
+
+		tend_provider_generation(r.target, &gid, &gsc);
+		prerun_exec_items(&r, gid, gsc);
+	}
+	rc = tend_engine_run_partial(ws->eng, app->name, partial_body, &pa,
+	    &po, &res->stats);
+	current_run = NULL;
+	if (!o->preview) {
+		int src = tend_store_write(tend_engine_store(ws->eng), sig_body,
+		    &r);
+		if (src && !rc)
+			rc = src;
+	}
+	if (res->held_deletes && rc == 0)
+		rc = tend_error_set(TEND_ERROR,
+		    "%s: %llu source items vanished; their deletes are held "
+		    "back (tend sync --allow-delete, or raise max-delete)",
+		    app->name, (unsigned long long)res->held_deletes);
+out:
+	tend_buf_release(&key);
+	if (r.stage)
+		rm_tree(r.stage);
+	free(r.stage);
+	for (size_t i = 0; i < nskip; i++)
+		free(skip[i]);
+	for (size_t i = 0; i < r.nitems; i++) {
+		free(r.items[i].rel);
+		tend_buf_release(&r.items[i].outs);
+		free(r.items[i].job_msg);
+		free(r.items[i].job_out);
+		free(r.items[i].job_dir);
+	}
+	free(r.items);
+	for (size_t i = 0; i < r.nvanished; i++)
+		free(r.vanished[i]);
+	free(r.vanished);
+	free(r.source);
+	return rc;
 }

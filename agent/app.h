@@ -46,6 +46,10 @@ struct tend_ws {
  */
 int tend_ws_load(struct tend_ws *ws, const char *dir, const char *conf,
     struct tend_buf *err);
+/* Parse tend.conf again and swap the config in whole; on errors the old
+ * one stays and `err` has every diagnostic. */
+int tend_ws_reload(struct tend_ws *ws, struct tend_buf *err);
+
 /* Open the tracking store and register the built-in connectors. */
 int tend_ws_open(struct tend_ws *ws);
 void tend_ws_close(struct tend_ws *ws);
@@ -79,6 +83,17 @@ struct tend_app_result {
 int tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
     const struct tend_sync_opts *o, struct tend_app_result *res);
 void tend_app_result_finish(struct tend_app_result *res);
+
+/*
+ * Sync only the source paths `rels` (relative to the app's source root;
+ * files that changed, appeared or vanished), as the agent does after
+ * inotify events. Needs an earlier full pass in this process (the target
+ * container's provider); without one, or for file: targets, it runs a
+ * full pass. Vanished items follow the delete brake like a full pass.
+ */
+int tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
+    char *const *rels, size_t n, const struct tend_sync_opts *o,
+    struct tend_app_result *res);
 
 /* Names of apps with tracked state (including ones gone from the
  * config), sorted; caller frees each and the array. */

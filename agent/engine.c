@@ -388,6 +388,8 @@ clear_refs(struct pass *pass)
 	pass->nrefs = 0;
 }
 
+static struct tend_fp ts_id(const struct tend_provider *p,
+    const struct tend_key *key);
 static struct tend_comp *delete_comp(struct tend_engine *eng,
     struct pass *pass, const struct tend_fp *parent_cid, bool has_parent,
     const uint8_t *path, size_t len);
@@ -520,6 +522,16 @@ bool
 tend_comp_full(struct tend_comp *c)
 {
 	return c->pass->full;
+}
+
+struct tend_provider *
+tend_engine_child_provider(struct tend_engine *eng, struct tend_provider *parent,
+    const struct tend_key *key)
+{
+	struct tend_fp id = ts_id(parent, key);
+	struct tend_provider *p = tend_registry_get(&eng->reg, &id);
+
+	return p && p->handler ? p : NULL;
 }
 
 bool
@@ -1634,6 +1646,35 @@ tend_engine_run_one(struct tend_engine *eng, const char *app,
 		    (const uint8_t *)probe->path.ptr, probe->path.len));
 		comp_free(probe);
 		rc = flush(eng, &pass);
+	}
+	comp_free(root);
+	return pass_end(eng, &pass, rc, stats_out);
+}
+
+int
+tend_engine_run_partial(struct tend_engine *eng, const char *app,
+    tend_comp_fn *fn, void *arg, const struct tend_pass_opts *opts,
+    struct tend_stats *stats_out)
+{
+	struct pass pass;
+	int rc;
+
+	assert(!eng->pass);
+	pass_init(eng, &pass, app, opts);
+	pass.incremental = true;
+	if ((rc = pass_begin(eng, &pass)))
+		return pass_end(eng, &pass, rc, stats_out);
+	struct tend_comp *root = root_comp(eng, &pass, app);
+	tend_error_clear();
+	rc = fn(root, arg);
+	if (rc == 0)
+		rc = flush(eng, &pass);
+	else
+		pass.status = rc;
+	if (rc == 0) {
+		/* the root is not committed: its gone children that could not
+		 * be deleted now keep their existence rows, and the next full
+		 * pass tombstones them */
 	}
 	comp_free(root);
 	return pass_end(eng, &pass, rc, stats_out);

@@ -229,8 +229,10 @@ walk_dir(struct walker *w, int dirfd, int depth)
 	}
 	for (size_t i = 0; i < n; i++)
 		ents[i].name = names.ptr + ents[i].off;
+	/* rules of a nested .gitignore match paths below it: skip the
+	 * directory's own prefix and its '/' */
 	if (w->o->gitignore && has_gitignore)
-		load_gitignore(w, dirfd, base);
+		load_gitignore(w, dirfd, base ? base + 1 : 0);
 	if (n > 1)
 		qsort(ents, n, sizeof *ents, cmp_ent);
 	for (size_t i = 0; i < n && rc == 0; i++) {
@@ -292,4 +294,64 @@ tend_walk(const char *root, const struct tend_walk_opts *o, tend_walk_fn *fn,
 	if (nskipped)
 		*nskipped = w.skipped;
 	return rc;
+}
+
+bool
+tend_walk_includes(const char *root, const struct tend_walk_opts *o,
+    const char *rel)
+{
+	struct walker w = {.o = o};
+	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	bool ok = fd >= 0;
+	size_t len = strlen(rel);
+
+	if (!ok)
+		return false;
+	if (o->gitignore)
+		load_gitignore(&w, fd, 0);
+	if (len == 0 || rel[0] == '/' || (len >= 4 && strncmp(rel, ".git", 4) == 0 &&
+					       (len == 4 || rel[4] == '/')))
+		ok = false;
+	/* every directory on the way: a real directory, not skipped,
+	 * excluded or ignored; its .gitignore applies below it */
+	for (size_t i = 0; ok && i <= len; i++) {
+		if (i < len && rel[i] != '/')
+			continue;
+		char *part = strndup(rel, i);
+		bool last = i == len;
+		const char *leaf = strrchr(part, '/');
+		leaf = leaf ? leaf + 1 : part;
+
+		if (!part)
+			abort();
+		if (!*leaf || strcmp(leaf, ".") == 0 || strcmp(leaf, "..") == 0 ||
+		    (o->nskip && listed(o->skip, o->nskip, part, !last)) ||
+		    (w.nrules && ignored_by_rules(&w, part, !last)) ||
+		    (o->nexclude && listed(o->exclude, o->nexclude, part, !last)))
+			ok = false;
+		if (ok && !last) {
+			struct stat st;
+			int sub = openat(fd, leaf,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			(void)st;
+			if (sub < 0)
+				ok = false;
+			else {
+				if (o->gitignore)
+					load_gitignore(&w, sub, i + 1);
+				close(fd);
+				fd = sub;
+			}
+		}
+		if (ok && last && o->ninclude &&
+		    !listed(o->include, o->ninclude, part, false))
+			ok = false;
+		free(part);
+	}
+	close(fd);
+	for (size_t i = 0; i < w.nrules; i++)
+		free(w.rules[i].pat);
+	free(w.rules);
+	return ok;
 }

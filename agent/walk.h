@@ -42,6 +42,14 @@ typedef int tend_walk_fn(const char *rel, size_t len, int dirfd,
 int tend_walk(const char *root, const struct tend_walk_opts *o,
     tend_walk_fn *fn, void *arg, unsigned *nskipped);
 
+/*
+ * Would a walk of `root` with `o` visit the file `rel`? (include,
+ * exclude, skip, .gitignore files along its directories, no symlink or
+ * non-directory on the way.)
+ */
+bool tend_walk_includes(const char *root, const struct tend_walk_opts *o,
+    const char *rel);
+
 /* Does pattern `pat` match the relative path `rel` (is_dir: a
  * directory)? Exposed for tests. */
 bool tend_glob_match(const char *pat, const char *rel, bool is_dir);

@@ -100,6 +100,16 @@ int tend_engine_run_one(struct tend_engine *eng, const char *app,
     struct tend_stats *stats_out);
 
 /*
+ * A partial pass of `app`: `fn` runs as the app root's body, but the root
+ * is neither submitted nor diffed: only the children it mounts
+ * (tend_mount), keeps or reports gone (tend_mount_gone) are touched. The
+ * agent's incremental passes: a few changed source items at a time.
+ */
+int tend_engine_run_partial(struct tend_engine *eng, const char *app,
+    tend_comp_fn *fn, void *arg, const struct tend_pass_opts *opts,
+    struct tend_stats *stats_out);
+
+/*
  * Revert every target state `app` created, top-down, then forget the app.
  * Fails (keeping what could not be reverted, for a retry) if any delete
  * fails.
@@ -154,6 +164,14 @@ int tend_mount_target(struct tend_comp *c, struct tend_provider *p,
  */
 int tend_provider_attachment(struct tend_provider *p, const char *type,
     struct tend_provider **out);
+
+/*
+ * The child provider of container (parent, key) as resolved by an earlier
+ * pass in this engine, or NULL. For incremental passes (tend watch) that
+ * declare into a container without re-declaring it.
+ */
+struct tend_provider *tend_engine_child_provider(struct tend_engine *eng,
+    struct tend_provider *parent, const struct tend_key *key);
 
 /* Is the provider resolved (its handler known)? */
 bool tend_provider_ready(const struct tend_provider *p);

@@ -1,0 +1,1009 @@
+/*
+ * watch.c - the agent (tend watch): catch up, then follow the sources.
+ *
+ * One thread, one epoll loop: inotify (the only user of <sys/inotify.h>),
+ * a signalfd, a timerfd for the debounce, the control socket and its
+ * clients. Nothing polls: an idle agent sleeps in epoll_wait.
+ *
+ * inotify is a hint and a full pass is the truth: changes to files become
+ * incremental passes over just those paths (tend_app_sync_paths); anything
+ * about directories (created, moved in or out, removed), a queue overflow
+ * or a lost watch makes the app's next pass a full one, which the stat
+ * signatures keep cheap. A new directory's watch is added before it is
+ * scanned, so nothing created inside it is missed.
+ *
+ * The control socket (state/agent.sock, 0600, peer uid checked) speaks
+ * lines: a command per line ("status", "sync", "pause", "resume",
+ * "rescan", "subscribe"; a JSON {"cmd": "..."} works too), and answers and
+ * events as JSON lines.
+ */
+#define _GNU_SOURCE
+#include "watch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "tend/buf.h"
+#include "tend/status.h"
+
+#define CLIENT_MAX_OUT (256 * 1024) /* a slower client is dropped */
+#define MAX_CLIENTS 32
+#define IN_MASK (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | \
+    IN_CREATE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+
+struct wref {
+	size_t app;
+	char *rel; /* the directory, relative to the app's source ("" = root) */
+};
+
+struct wdir {
+	int wd;
+	struct wref *refs;
+	size_t nrefs;
+};
+
+struct appstate {
+	char **dirty;
+	size_t ndirty;
+	bool full;
+	bool polled; /* watch limit hit: rescanned periodically */
+};
+
+struct client {
+	int fd;
+	bool subscribed;
+	bool want_done; /* asked for a sync: told when it is over */
+	struct tend_buf in, out;
+};
+
+struct agent {
+	struct tend_ws *ws;
+	const struct tend_agent_opts *o;
+	int ep, ino, sig, tmr, lst, lockfd;
+	char *sock_path, *lock_path;
+	struct wdir *dirs;
+	size_t ndirs, cdirs;
+	struct appstate *apps;
+	size_t napps;
+	struct client clients[MAX_CLIENTS];
+	uint64_t first_ms, last_ms; /* debounce window */
+	bool paused, stop, reload;
+	uint64_t passes, overflows, start_ms, last_pass_ms;
+	bool limit_reported;
+	char last_summary[512];
+	int wd_conf;
+};
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void
+logf_(struct agent *a, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+logf_(struct agent *a, int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (level > a->o->verbose)
+		return;
+	fputs("tend watch: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* ---- clients ---- */
+
+static void
+client_drop(struct agent *a, struct client *c)
+{
+	epoll_ctl(a->ep, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+	tend_buf_release(&c->in);
+	tend_buf_release(&c->out);
+	c->subscribed = false;
+}
+
+static void
+client_flush(struct agent *a, struct client *c)
+{
+	while (c->out.len) {
+		ssize_t n = write(c->fd, c->out.ptr, c->out.len);
+
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			client_drop(a, c);
+			return;
+		}
+		memmove(c->out.ptr, c->out.ptr + n, c->out.len - (size_t)n);
+		c->out.len -= (size_t)n;
+		c->out.ptr[c->out.len] = '\0';
+	}
+	struct epoll_event ev = {.events = EPOLLIN | (c->out.len ? EPOLLOUT : 0),
+	    .data.ptr = c};
+	epoll_ctl(a->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void
+client_send(struct agent *a, struct client *c, const char *line)
+{
+	if (c->fd < 0)
+		return;
+	if (c->out.len + strlen(line) > CLIENT_MAX_OUT) {
+		logf_(a, 1, "dropping a client that does not read");
+		client_drop(a, c);
+		return;
+	}
+	tend_buf_puts(&c->out, line);
+	client_flush(a, c);
+}
+
+static void
+broadcast(struct agent *a, const char *line)
+{
+	for (int i = 0; i < MAX_CLIENTS; i++)
+		if (a->clients[i].fd >= 0 && a->clients[i].subscribed)
+			client_send(a, &a->clients[i], line);
+}
+
+static void
+json_str(struct tend_buf *b, const char *s)
+{
+	tend_buf_putc(b, '"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			tend_buf_printf(b, "\\%c", *p);
+		else if (*p == '\n')
+			tend_buf_puts(b, "\\n");
+		else if (*p < 0x20)
+			tend_buf_printf(b, "\\u%04x", *p);
+		else
+			tend_buf_putc(b, *p);
+	}
+	tend_buf_putc(b, '"');
+}
+
+static size_t
+nwatches(struct agent *a)
+{
+	return a->ndirs;
+}
+
+static void
+status_line(struct agent *a, struct tend_buf *b)
+{
+	size_t queued = 0;
+
+	for (size_t i = 0; i < a->napps; i++)
+		queued += a->apps[i].ndirty + a->apps[i].full;
+	tend_buf_printf(b,
+	    "{\"event\": \"status\", \"pid\": %d, \"state\": \"%s\", "
+	    "\"uptime_ms\": %llu, \"passes\": %llu, \"watches\": %zu, "
+	    "\"overflows\": %llu, \"queue\": %zu, \"apps\": [",
+	    (int)getpid(), a->paused ? "paused" : "watching",
+	    (unsigned long long)(now_ms() - a->start_ms),
+	    (unsigned long long)a->passes, nwatches(a),
+	    (unsigned long long)a->overflows, queued);
+	for (size_t i = 0; i < a->napps; i++) {
+		if (i)
+			tend_buf_puts(b, ", ");
+		json_str(b, a->ws->cfg.apps[i].name);
+	}
+	tend_buf_printf(b, "], \"last\": %s}\n",
+	    a->last_summary[0] ? a->last_summary : "null");
+}
+
+/* ---- watches ---- */
+
+static struct wdir *
+wdir_find(struct agent *a, int wd)
+{
+	/* wds grow monotonically: binary search */
+	size_t lo = 0, hi = a->ndirs;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (a->dirs[mid].wd == wd)
+			return &a->dirs[mid];
+		if (a->dirs[mid].wd < wd)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static void
+wdir_add_ref(struct agent *a, int wd, size_t app, const char *rel)
+{
+	struct wdir *d = wdir_find(a, wd);
+
+	if (!d) {
+		if (a->ndirs == a->cdirs) {
+			a->cdirs = a->cdirs ? a->cdirs * 2 : 64;
+			a->dirs = tend_xrealloc(a->dirs,
+			    a->cdirs * sizeof *a->dirs);
+		}
+		size_t pos = a->ndirs;
+		while (pos > 0 && a->dirs[pos - 1].wd > wd)
+			pos--;
+		memmove(&a->dirs[pos + 1], &a->dirs[pos],
+		    (a->ndirs - pos) * sizeof *a->dirs);
+		a->dirs[pos] = (struct wdir){.wd = wd};
+		a->ndirs++;
+		d = &a->dirs[pos];
+	}
+	for (size_t i = 0; i < d->nrefs; i++)
+		if (d->refs[i].app == app) {
+			free(d->refs[i].rel);
+			d->refs[i].rel = tend_xstrdup(rel);
+			return;
+		}
+	d->refs = tend_xrealloc(d->refs, (d->nrefs + 1) * sizeof *d->refs);
+	d->refs[d->nrefs].app = app;
+	d->refs[d->nrefs].rel = tend_xstrdup(rel);
+	d->nrefs++;
+}
+
+static void
+wdir_remove(struct agent *a, int wd)
+{
+	struct wdir *d = wdir_find(a, wd);
+
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->nrefs; i++)
+		free(d->refs[i].rel);
+	free(d->refs);
+	size_t pos = (size_t)(d - a->dirs);
+	memmove(d, d + 1, (a->ndirs - pos - 1) * sizeof *d);
+	a->ndirs--;
+}
+
+static bool
+skipped_dir(struct agent *a, size_t app, const char *rel)
+{
+	struct tend_app_config *c = &a->ws->cfg.apps[app];
+	struct tend_buf p = TEND_BUF_INIT;
+	bool skip = false;
+
+	if (strcmp(rel, ".git") == 0)
+		return true;
+	/* the target and the state directory are never watched */
+	tend_buf_printf(&p, "%s%s%s", strcmp(c->source, ".") ? c->source : "",
+	    strcmp(c->source, ".") && *rel ? "/" : "", rel);
+	const char *ws_rel = p.ptr;
+	if ((c->target == TEND_TARGET_DIR &&
+		strcmp(ws_rel, c->target_path) == 0) ||
+	    strcmp(ws_rel, a->ws->cfg.state) == 0)
+		skip = true;
+	tend_buf_release(&p);
+	return skip;
+}
+
+/* Watch `rel` (a directory of app's source) and everything below it. The
+ * watch is added before the directory is listed. */
+static void
+watch_tree(struct agent *a, size_t app, const char *rel)
+{
+	struct tend_app_config *c = &a->ws->cfg.apps[app];
+	struct tend_buf abs = TEND_BUF_INIT;
+	DIR *d;
+	struct dirent *e;
+
+	if (*rel && skipped_dir(a, app, rel))
+		return;
+	tend_buf_printf(&abs, "%s/%s%s%s", a->ws->root, c->source,
+	    *rel ? "/" : "", rel);
+	int wd = inotify_add_watch(a->ino, abs.ptr, IN_MASK | IN_DONT_FOLLOW);
+	if (wd < 0) {
+		if (errno == ENOSPC) {
+			if (!a->limit_reported)
+				logf_(a, 0,
+				    "the inotify watch limit is reached (%zu "
+				    "watches): %s is rescanned every 2 s "
+				    "instead; raise the limit with sysctl "
+				    "fs.inotify.max_user_watches=N",
+				    nwatches(a), c->name);
+			a->limit_reported = true;
+			a->apps[app].polled = true;
+		}
+		tend_buf_release(&abs);
+		return;
+	}
+	wdir_add_ref(a, wd, app, rel);
+	if ((d = opendir(abs.ptr))) {
+		while ((e = readdir(d))) {
+			if (e->d_type != DT_DIR || strcmp(e->d_name, ".") == 0 ||
+			    strcmp(e->d_name, "..") == 0)
+				continue;
+			struct tend_buf sub = TEND_BUF_INIT;
+
+			tend_buf_printf(&sub, "%s%s%s", rel, *rel ? "/" : "",
+			    e->d_name);
+			watch_tree(a, app, sub.ptr);
+			tend_buf_release(&sub);
+		}
+		closedir(d);
+	}
+	tend_buf_release(&abs);
+}
+
+static void
+mark_dirty(struct agent *a, size_t app, const char *rel)
+{
+	struct appstate *s = &a->apps[app];
+
+	if (s->full)
+		return;
+	for (size_t i = 0; i < s->ndirty; i++)
+		if (strcmp(s->dirty[i], rel) == 0)
+			return;
+	if (s->ndirty >= 4096) {
+		s->full = true; /* a burst: a full pass is cheaper */
+		return;
+	}
+	s->dirty = tend_xrealloc(s->dirty, (s->ndirty + 1) * sizeof *s->dirty);
+	s->dirty[s->ndirty++] = tend_xstrdup(rel);
+}
+
+static void
+poke(struct agent *a)
+{
+	uint64_t now = now_ms();
+
+	if (!a->first_ms)
+		a->first_ms = now;
+	a->last_ms = now;
+}
+
+static void
+arm_timer(struct agent *a)
+{
+	struct itimerspec it = {0};
+
+	if (a->first_ms && !a->paused) {
+		uint64_t due = a->last_ms + a->ws->cfg.debounce_ms;
+		uint64_t cap = a->first_ms + a->ws->cfg.max_delay_ms;
+		uint64_t now = now_ms();
+
+		if (cap < due)
+			due = cap;
+		uint64_t wait = due > now ? due - now : 0;
+		/* 0 would disarm: at least 1 ns */
+		it.it_value.tv_sec = (time_t)(wait / 1000);
+		it.it_value.tv_nsec = (long)(wait % 1000) * 1000000 + 1;
+	}
+	timerfd_settime(a->tmr, 0, &it, NULL);
+}
+
+static void
+on_inotify(struct agent *a)
+{
+	char buf[64 * 1024] __attribute__((aligned(8)));
+	ssize_t n;
+
+	while ((n = read(a->ino, buf, sizeof buf)) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			struct inotify_event *ev = (struct inotify_event *)(void *)p;
+
+			p += sizeof *ev + ev->len;
+			if (ev->mask & IN_Q_OVERFLOW) {
+				a->overflows++;
+				logf_(a, 1, "event queue overflow: rescanning");
+				for (size_t i = 0; i < a->napps; i++)
+					a->apps[i].full = true;
+				poke(a);
+				continue;
+			}
+			if (ev->wd == a->wd_conf && ev->len &&
+			    strcmp(ev->name, "tend.conf") == 0 &&
+			    (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO))) {
+				a->reload = true;
+				poke(a);
+			}
+			struct wdir *d = wdir_find(a, ev->wd);
+			if (!d)
+				continue;
+			if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
+				for (size_t i = 0; i < d->nrefs; i++)
+					a->apps[d->refs[i].app].full = true;
+				if (ev->mask & IN_IGNORED)
+					wdir_remove(a, ev->wd);
+				poke(a);
+				continue;
+			}
+			if (!ev->len)
+				continue;
+			/* copy the refs: watch_tree below may grow a->dirs */
+			size_t nrefs = d->nrefs;
+			struct wref *refs = tend_xcalloc(nrefs, sizeof *refs);
+			for (size_t i = 0; i < nrefs; i++) {
+				refs[i].app = d->refs[i].app;
+				refs[i].rel = tend_xstrdup(d->refs[i].rel);
+			}
+			for (size_t i = 0; i < nrefs; i++) {
+				struct tend_buf rel = TEND_BUF_INIT;
+
+				tend_buf_printf(&rel, "%s%s%s", refs[i].rel,
+				    *refs[i].rel ? "/" : "", ev->name);
+				if (ev->mask & IN_ISDIR) {
+					/* new directories are watched before
+					 * the full pass scans them */
+					if (ev->mask & (IN_CREATE | IN_MOVED_TO))
+						watch_tree(a, refs[i].app, rel.ptr);
+					a->apps[refs[i].app].full = true;
+				} else
+					mark_dirty(a, refs[i].app, rel.ptr);
+				tend_buf_release(&rel);
+				free(refs[i].rel);
+			}
+			free(refs);
+			poke(a);
+		}
+	}
+	arm_timer(a);
+}
+
+/* ---- passes ---- */
+
+struct pass_ctx {
+	struct agent *a;
+	uint64_t created, updated, deleted, failed, errors;
+};
+
+static void
+on_engine_event(const struct tend_event *ev, void *arg)
+{
+	struct pass_ctx *pc = arg;
+	struct tend_buf line = TEND_BUF_INIT;
+
+	if (!pc)
+		return;
+	if (ev->kind == TEND_EV_ACTION_APPLIED) {
+		if (ev->container && !ev->record_changed && !ev->invalidation &&
+		    ev->op != TEND_OP_DELETE)
+			return; /* a container's per-pass refresh */
+		if (ev->container && ev->op != TEND_OP_DELETE)
+			return;
+		if (ev->op == TEND_OP_CREATE)
+			pc->created++;
+		else if (ev->op == TEND_OP_UPDATE)
+			pc->updated++;
+		else
+			pc->deleted++;
+	} else if (ev->kind == TEND_EV_ACTION_FAILED)
+		pc->failed++;
+	else if (ev->kind == TEND_EV_COMPONENT_ERROR)
+		pc->errors++;
+	else
+		return;
+	tend_buf_printf(&line, "{\"event\": \"%s\", \"app\": ",
+	    ev->kind == TEND_EV_ACTION_APPLIED ? "action_applied"
+	    : ev->kind == TEND_EV_ACTION_FAILED ? "action_failed" : "error");
+	json_str(&line, ev->app);
+	if (ev->kind != TEND_EV_COMPONENT_ERROR) {
+		tend_buf_printf(&line, ", \"op\": \"%c\", \"provider\": ",
+		    (char)ev->op);
+		json_str(&line, ev->provider);
+		tend_buf_puts(&line, ", \"key\": ");
+		json_str(&line, ev->key);
+	}
+	if (ev->kind != TEND_EV_ACTION_APPLIED) {
+		tend_buf_puts(&line, ", \"error\": ");
+		json_str(&line, ev->error ? ev->error : "");
+	}
+	tend_buf_puts(&line, "}\n");
+	broadcast(pc->a, line.ptr);
+	tend_buf_release(&line);
+}
+
+static struct pass_ctx *current_pass;
+
+static void
+engine_event(const struct tend_event *ev, void *arg)
+{
+	(void)arg;
+	on_engine_event(ev, current_pass);
+}
+
+static int load_apps(struct agent *a);
+
+static void
+run_passes(struct agent *a, bool all)
+{
+	a->first_ms = a->last_ms = 0;
+	if (a->reload) {
+		struct tend_buf err = TEND_BUF_INIT;
+
+		a->reload = false;
+		if (tend_ws_reload(a->ws, &err) != 0)
+			logf_(a, 0, "tend.conf: keeping the previous config:\n%s",
+			    err.ptr);
+		tend_buf_release(&err);
+		load_apps(a);
+		all = true;
+	}
+	for (size_t i = 0; i < a->napps; i++) {
+		struct appstate *s = &a->apps[i];
+		struct tend_app_config *app = &a->ws->cfg.apps[i];
+		struct pass_ctx pc = {.a = a};
+		struct tend_app_result res;
+		struct tend_sync_opts o = {.allow_delete = a->o->allow_delete};
+		struct tend_buf line = TEND_BUF_INIT;
+		uint64_t t0 = now_ms();
+		int rc;
+
+		if (!all && !s->full && !s->ndirty)
+			continue;
+		tend_buf_puts(&line, "{\"event\": \"pass_started\", \"app\": ");
+		json_str(&line, app->name);
+		tend_buf_puts(&line, "}\n");
+		broadcast(a, line.ptr);
+		tend_buf_reset(&line);
+		current_pass = &pc;
+		if (all || s->full || s->polled)
+			rc = tend_app_sync(a->ws, app, &o, &res);
+		else
+			rc = tend_app_sync_paths(a->ws, app, s->dirty, s->ndirty,
+			    &o, &res);
+		current_pass = NULL;
+		a->passes++;
+		a->last_pass_ms = now_ms() - t0;
+		for (size_t k = 0; k < s->ndirty; k++)
+			free(s->dirty[k]);
+		free(s->dirty);
+		s->dirty = NULL;
+		s->ndirty = 0;
+		s->full = false;
+		if (rc)
+			logf_(a, 0, "%s: %s", app->name, tend_error_last());
+		tend_buf_puts(&line, "{\"event\": \"pass_finished\", \"app\": ");
+		json_str(&line, app->name);
+		tend_buf_printf(&line,
+		    ", \"seq\": %llu, \"status\": %d, \"created\": %llu, "
+		    "\"updated\": %llu, \"deleted\": %llu, \"failed\": %llu, "
+		    "\"errors\": %llu, \"held_deletes\": %llu, \"files\": %llu, "
+		    "\"read\": %llu, \"ms\": %llu",
+		    (unsigned long long)a->passes, rc ? 1 : 0,
+		    (unsigned long long)pc.created,
+		    (unsigned long long)pc.updated,
+		    (unsigned long long)pc.deleted,
+		    (unsigned long long)pc.failed, (unsigned long long)pc.errors,
+		    (unsigned long long)res.held_deletes,
+		    (unsigned long long)res.files,
+		    (unsigned long long)res.hashed,
+		    (unsigned long long)a->last_pass_ms);
+		if (rc) {
+			tend_buf_puts(&line, ", \"error\": ");
+			json_str(&line, tend_error_last());
+		}
+		tend_buf_puts(&line, "}\n");
+		snprintf(a->last_summary, sizeof a->last_summary, "%.*s",
+		    (int)(line.len - 1), line.ptr);
+		broadcast(a, line.ptr);
+		tend_buf_release(&line);
+		tend_app_result_finish(&res);
+		logf_(a, 1, "%s: %llu created, %llu updated, %llu deleted in %llu ms",
+		    app->name, (unsigned long long)pc.created,
+		    (unsigned long long)pc.updated,
+		    (unsigned long long)pc.deleted,
+		    (unsigned long long)a->last_pass_ms);
+	}
+}
+
+/* ---- the control socket ---- */
+
+static void
+on_command(struct agent *a, struct client *c, const char *line)
+{
+	char cmd[32] = "";
+	const char *q = strstr(line, "\"cmd\"");
+
+	if (q && (q = strchr(q + 5, '"')))
+		sscanf(q + 1, "%31[a-z]", cmd);
+	else
+		sscanf(line, " %31[a-z]", cmd);
+	struct tend_buf out = TEND_BUF_INIT;
+	if (strcmp(cmd, "status") == 0) {
+		status_line(a, &out);
+	} else if (strcmp(cmd, "subscribe") == 0) {
+		c->subscribed = true;
+		tend_buf_puts(&out, "{\"event\": \"subscribed\"}\n");
+	} else if (strcmp(cmd, "sync") == 0 || strcmp(cmd, "rescan") == 0) {
+		for (size_t i = 0; i < a->napps; i++)
+			a->apps[i].full = true;
+		poke(a);
+		a->first_ms = a->last_ms = 1; /* due now */
+		c->want_done = cmd[0] == 's';
+		tend_buf_printf(&out, "{\"event\": \"ok\", \"cmd\": \"%s\"}\n",
+		    cmd);
+	} else if (strcmp(cmd, "pause") == 0 || strcmp(cmd, "resume") == 0) {
+		a->paused = cmd[0] == 'p';
+		tend_buf_printf(&out, "{\"event\": \"ok\", \"cmd\": \"%s\"}\n",
+		    cmd);
+		if (!a->paused)
+			poke(a);
+	} else
+		tend_buf_puts(&out, "{\"event\": \"error\", \"error\": \"unknown "
+				    "command\"}\n");
+	client_send(a, c, out.ptr);
+	tend_buf_release(&out);
+	arm_timer(a);
+}
+
+static void
+on_client(struct agent *a, struct client *c, uint32_t events)
+{
+	if (events & EPOLLOUT)
+		client_flush(a, c);
+	if (c->fd < 0 || !(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+		return;
+	char buf[4096];
+	ssize_t n = read(c->fd, buf, sizeof buf);
+
+	if (n <= 0) {
+		if (n < 0 && errno == EAGAIN)
+			return;
+		client_drop(a, c);
+		return;
+	}
+	tend_buf_put(&c->in, buf, (size_t)n);
+	if (c->in.len > 64 * 1024) {
+		client_drop(a, c); /* no command is that long */
+		return;
+	}
+	char *nl;
+	while (c->fd >= 0 && (nl = memchr(c->in.ptr, '\n', c->in.len))) {
+		*nl = '\0';
+		on_command(a, c, c->in.ptr);
+		if (c->fd < 0)
+			break;
+		size_t used = (size_t)(nl - c->in.ptr) + 1;
+		memmove(c->in.ptr, c->in.ptr + used, c->in.len - used);
+		c->in.len -= used;
+		c->in.ptr[c->in.len] = '\0';
+	}
+}
+
+static void
+on_accept(struct agent *a)
+{
+	int fd = accept4(a->lst, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	struct ucred cred;
+	socklen_t len = sizeof cred;
+
+	if (fd < 0)
+		return;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+	    cred.uid != getuid()) {
+		logf_(a, 0, "refusing a client of uid %d", (int)cred.uid);
+		close(fd);
+		return;
+	}
+	for (int i = 0; i < MAX_CLIENTS; i++) {
+		struct client *c = &a->clients[i];
+
+		if (c->fd >= 0)
+			continue;
+		c->fd = fd;
+		c->in = (struct tend_buf)TEND_BUF_INIT;
+		c->out = (struct tend_buf)TEND_BUF_INIT;
+		c->subscribed = false;
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+		epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev);
+		return;
+	}
+	close(fd); /* full */
+}
+
+/* ---- set-up ---- */
+
+static int
+take_lock(struct agent *a)
+{
+	struct tend_buf p = TEND_BUF_INIT;
+	char pid[32];
+
+	tend_buf_printf(&p, "%s/agent.pid", a->ws->state_dir);
+	a->lock_path = tend_buf_detach(&p, NULL);
+	a->lockfd = open(a->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (a->lockfd < 0)
+		return tend_error_set(TEND_ERROR, "%s: %s", a->lock_path,
+		    strerror(errno));
+	/* flock goes with the process: a dead agent's lock is free */
+	if (flock(a->lockfd, LOCK_EX | LOCK_NB) != 0) {
+		ssize_t n = pread(a->lockfd, pid, sizeof pid - 1, 0);
+
+		pid[n > 0 ? n : 0] = '\0';
+		return tend_error_set(TEND_EEXISTS,
+		    "another agent (pid %d) runs for this workspace",
+		    atoi(pid));
+	}
+	if (ftruncate(a->lockfd, 0) != 0)
+		return tend_error_set(TEND_ERROR, "lock: %s", strerror(errno));
+	snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+	if (pwrite(a->lockfd, pid, strlen(pid), 0) < 0)
+		return tend_error_set(TEND_ERROR, "lock: %s", strerror(errno));
+	return 0;
+}
+
+static int
+listen_socket(struct agent *a)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct tend_buf p = TEND_BUF_INIT;
+
+	tend_buf_printf(&p, "%s/agent.sock", a->ws->state_dir);
+	a->sock_path = tend_buf_detach(&p, NULL);
+	if (strlen(a->sock_path) >= sizeof sa.sun_path)
+		return tend_error_set(TEND_ERROR, "socket path too long: %s",
+		    a->sock_path);
+	strcpy(sa.sun_path, a->sock_path);
+	unlink(a->sock_path); /* ours: we hold the lock */
+	a->lst = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	mode_t old = umask(0177);
+	int rc = bind(a->lst, (struct sockaddr *)&sa, sizeof sa);
+	umask(old);
+	if (rc != 0 || listen(a->lst, 16) != 0)
+		return tend_error_set(TEND_ERROR, "socket %s: %s", a->sock_path,
+		    strerror(errno));
+	chmod(a->sock_path, 0600);
+	return 0;
+}
+
+static int
+load_apps(struct agent *a)
+{
+	/* forget every watch and start again: simple and always right */
+	for (size_t i = 0; i < a->ndirs; i++) {
+		inotify_rm_watch(a->ino, a->dirs[i].wd);
+		for (size_t k = 0; k < a->dirs[i].nrefs; k++)
+			free(a->dirs[i].refs[k].rel);
+		free(a->dirs[i].refs);
+	}
+	a->ndirs = 0;
+	for (size_t i = 0; i < a->napps; i++) {
+		for (size_t k = 0; k < a->apps[i].ndirty; k++)
+			free(a->apps[i].dirty[k]);
+		free(a->apps[i].dirty);
+	}
+	free(a->apps);
+	a->napps = a->ws->cfg.napps;
+	a->apps = tend_xcalloc(a->napps + 1, sizeof *a->apps);
+	for (size_t i = 0; i < a->napps; i++) {
+		a->apps[i].full = true;
+		watch_tree(a, i, "");
+	}
+	a->wd_conf = inotify_add_watch(a->ino, a->ws->root,
+	    IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR);
+	return 0;
+}
+
+int
+tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
+{
+	struct agent a = {.ws = ws, .o = o, .lockfd = -1, .lst = -1};
+	sigset_t mask;
+	int rc;
+
+	for (int i = 0; i < MAX_CLIENTS; i++)
+		a.clients[i].fd = -1;
+	a.start_ms = now_ms();
+	if ((rc = tend_ws_open(ws)) || (rc = take_lock(&a)) ||
+	    (rc = listen_socket(&a)))
+		goto out;
+	tend_engine_subscribe(ws->eng,
+	    TEND_EV_MASK(TEND_EV_ACTION_APPLIED) |
+		TEND_EV_MASK(TEND_EV_ACTION_FAILED) |
+		TEND_EV_MASK(TEND_EV_COMPONENT_ERROR),
+	    engine_event, NULL);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	a.sig = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	a.ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	a.tmr = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	a.ep = epoll_create1(EPOLL_CLOEXEC);
+	if (a.sig < 0 || a.ino < 0 || a.tmr < 0 || a.ep < 0) {
+		rc = tend_error_set(TEND_ERROR, "agent: %s", strerror(errno));
+		goto out;
+	}
+	int fds[] = {a.sig, a.ino, a.tmr, a.lst};
+	for (size_t i = 0; i < 4; i++) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
+		epoll_ctl(a.ep, EPOLL_CTL_ADD, fds[i], &ev);
+	}
+	/* watches first, then the catch-up pass: nothing falls between */
+	load_apps(&a);
+	logf_(&a, 1, "watching %zu directories for %zu apps", a.ndirs,
+	    a.napps);
+	run_passes(&a, true);
+	if (o->ready_fd >= 0) {
+		if (write(o->ready_fd, "ready\n", 6) < 0)
+			logf_(&a, 1, "ready pipe: %s", strerror(errno));
+		close(o->ready_fd);
+	}
+	while (!a.stop) {
+		struct epoll_event evs[16];
+		bool polled = false;
+
+		for (size_t i = 0; i < a.napps; i++)
+			polled |= a.apps[i].polled;
+		int n = epoll_wait(a.ep, evs, 16, polled ? 2000 : -1);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n == 0 && polled) {
+			for (size_t i = 0; i < a.napps; i++)
+				a.apps[i].full |= a.apps[i].polled;
+			run_passes(&a, false);
+			continue;
+		}
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.fd == a.sig) {
+				struct signalfd_siginfo si;
+
+				while (read(a.sig, &si, sizeof si) == sizeof si) {
+					if (si.ssi_signo == SIGHUP) {
+						a.reload = true;
+						poke(&a);
+						a.first_ms = a.last_ms = 1;
+						arm_timer(&a);
+					} else
+						a.stop = true;
+				}
+			} else if (evs[i].data.fd == a.ino) {
+				on_inotify(&a);
+			} else if (evs[i].data.fd == a.tmr) {
+				uint64_t x;
+
+				if (read(a.tmr, &x, sizeof x) < 0 && errno != EAGAIN)
+					break;
+				if (!a.paused && !a.stop) {
+					run_passes(&a, false);
+					for (int k = 0; k < MAX_CLIENTS; k++) {
+						struct client *c = &a.clients[k];
+
+						if (c->fd >= 0 && c->want_done) {
+							c->want_done = false;
+							client_send(&a, c,
+							    "{\"event\": "
+							    "\"sync_done\"}\n");
+						}
+					}
+				}
+				arm_timer(&a);
+			} else if (evs[i].data.fd == a.lst) {
+				on_accept(&a);
+			} else {
+				on_client(&a, evs[i].data.ptr, evs[i].events);
+			}
+		}
+	}
+	logf_(&a, 1, "stopping");
+	rc = 0;
+out:
+	for (int i = 0; i < MAX_CLIENTS; i++)
+		if (a.clients[i].fd >= 0)
+			client_drop(&a, &a.clients[i]);
+	if (a.sock_path)
+		unlink(a.sock_path);
+	for (size_t i = 0; i < a.ndirs; i++) {
+		for (size_t k = 0; k < a.dirs[i].nrefs; k++)
+			free(a.dirs[i].refs[k].rel);
+		free(a.dirs[i].refs);
+	}
+	free(a.dirs);
+	for (size_t i = 0; i < a.napps; i++) {
+		for (size_t k = 0; k < a.apps[i].ndirty; k++)
+			free(a.apps[i].dirty[k]);
+		free(a.apps[i].dirty);
+	}
+	free(a.apps);
+	int fds2[] = {a.sig, a.ino, a.tmr, a.ep, a.lst};
+	for (size_t i = 0; i < 5; i++)
+		if (fds2[i] > 0)
+			close(fds2[i]);
+	if (a.lockfd >= 0) {
+		if (rc != TEND_EEXISTS && ftruncate(a.lockfd, 0) != 0)
+			logf_(&a, 1, "lock: %s", strerror(errno));
+		close(a.lockfd);
+	}
+	free(a.sock_path);
+	free(a.lock_path);
+	return rc;
+}
+
+int
+tend_agent_request(const char *state_dir, const char *cmd,
+    struct tend_buf *reply, bool until_pass)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd, rc = TEND_ENOTFOUND;
+
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s/agent.sock", state_dir);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return TEND_ENOTFOUND;
+	}
+	struct tend_buf req = TEND_BUF_INIT;
+	if (until_pass)
+		tend_buf_puts(&req, "subscribe\n");
+	tend_buf_printf(&req, "%s\n", cmd);
+	if (write(fd, req.ptr, req.len) != (ssize_t)req.len) {
+		tend_buf_release(&req);
+		close(fd);
+		return TEND_ERROR;
+	}
+	tend_buf_release(&req);
+	/* read lines until the answer: the status line, or sync_done; the
+	 * pass_finished lines of a sync are kept for the caller */
+	struct tend_buf in = TEND_BUF_INIT;
+	char buf[4096];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof buf)) > 0) {
+		tend_buf_put(&in, buf, (size_t)n);
+		char *nl;
+		while ((nl = memchr(in.ptr, '\n', in.len))) {
+			size_t len = (size_t)(nl - in.ptr) + 1;
+			bool done = false;
+
+			*nl = '\0';
+			if (!until_pass && strstr(in.ptr, "\"event\": \"status\"")) {
+				done = true;
+				tend_buf_put(reply, in.ptr, len - 1);
+				tend_buf_putc(reply, '\n');
+			}
+			if (until_pass && strstr(in.ptr, "\"event\": \"pass_finished\"")) {
+				tend_buf_put(reply, in.ptr, len - 1);
+				tend_buf_putc(reply, '\n');
+			}
+			if (until_pass && strstr(in.ptr, "\"event\": \"sync_done\""))
+				done = true;
+			memmove(in.ptr, in.ptr + len, in.len - len);
+			in.len -= len;
+			in.ptr[in.len] = '\0';
+			if (done) {
+				rc = 0;
+				goto out;
+			}
+		}
+	}
+out:
+	tend_buf_release(&in);
+	close(fd);
+	return rc;
+}

@@ -1,0 +1,69 @@
+#!/bin/sh
+# tend watch: a real agent on a temp workspace, every step waiting on the
+# control socket's pass_finished events (no sleeps).
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+CTL="python3 $HERE/agentctl.py $WS/.tend/agent.sock"
+trap 'kill -TERM $AGENT 2>/dev/null; wait $AGENT 2>/dev/null; chmod -R u+rwx "$WS" 2>/dev/null; rm -rf "$WS"' EXIT
+until_() { $CTL until "$1" -- "$2" || fail "$3"; }
+
+mkdir -p src/d outside/moved/inner
+printf 'a\n' > src/a; printf 'b\n' > src/d/b
+printf 'm\n' > outside/moved/inner/m
+cat > tend.conf <<'CONF'
+[tend]
+	debounce = 0
+[app "w"]
+	source = src
+	target = dir:out
+CONF
+"$TEND" watch 2>"$WS/agent.err" &
+AGENT=$!
+$CTL ready || fail "agent ready"
+expect_file out/a a; expect_file out/d/b b
+
+until_ '[ "$(cat out/new 2>/dev/null)" = new ]' 'printf "new\n" > src/new' "create"
+until_ '[ "$(cat out/a)" = a2 ]' 'printf "a2\n" > src/a' "modify"
+until_ '[ ! -e out/new ]' 'rm src/new' "delete"
+until_ '[ ! -e out/a ] && [ "$(cat out/d/a2 2>/dev/null)" = a2 ]' 'mv src/a src/d/a2' "rename across directories"
+until_ '[ "$(cat out/d/c 2>/dev/null)" = a2 ] && [ ! -e out/d/a2 ]' 'mv src/d/a2 src/d/c' "rename within a directory"
+until_ '[ "$(cat out/p/q/r/f 2>/dev/null)" = x ]' 'mkdir -p src/p/q/r && printf "x\n" > src/p/q/r/f' "mkdir -p then write at once"
+until_ '[ "$(cat out/moved/inner/m 2>/dev/null)" = m ]' 'mv outside/moved src/moved' "a populated directory moved in"
+until_ '[ ! -e out/moved ]' 'mv src/moved outside/moved' "moved out again"
+until_ '[ ! -e out/p ]' 'rm -rf src/p' "rm -rf of a subtree"
+# editor saves: write a temp then rename over; vim's backup-and-rename;
+# truncate and write
+until_ '[ "$(cat out/d/b)" = save1 ]' 'printf "save1\n" > src/d/.b.swp && mv src/d/.b.swp src/d/b' "write-temp-then-rename"
+until_ '[ "$(cat out/d/b)" = save2 ]' 'mv src/d/b src/d/b~ && printf "save2\n" > src/d/b && rm src/d/b~' "backup and rename"
+until_ '[ "$(cat out/d/b)" = save3 ]' ': > src/d/b && printf "save3\n" >> src/d/b' "truncate and write"
+until_ 'diff -r src out >/dev/null' 'true' "target equals source"
+[ -z "$(find out -name '*~' -o -name '.b.swp')" ] || fail "editor leftovers synced: $(find out -name '*~')"
+
+# status from another process, through the socket
+run status --json; expect_rc 0 "status --json"; json_ok "$OUT"
+expect_in "$OUT" '"state": "watching"' "status reports the agent"
+# a second agent is refused with the first one's pid
+run watch; expect_rc 2 "second agent"; expect_in "$ERR" "pid $AGENT" "names the pid"
+# tend sync asks the agent
+run sync; expect_rc 0 "sync through the agent"; expect_in "$OUT" "running agent" "hand-off"
+
+# 20k files while the agent is stopped: the queue overflows, a full pass
+# is the truth
+kill -STOP $AGENT
+mkdir src/many
+i=0; while [ $i -lt 20000 ]; do : > src/many/f$i; i=$((i+1)); done
+TIMEOUT=120 $CTL until '[ $(ls out/many 2>/dev/null | wc -l) = 20000 ]' --no-ack -- "kill -CONT $AGENT" || fail "20k files after SIGCONT"
+run status --json; expect_in "$OUT" '"overflows": ' "overflow counted"
+
+# a config edit re-runs the app
+until_ '[ "$(stat -c %a out/d/b)" = 600 ]' 'printf "\tfile-mode = 0600\n" >> tend.conf' "config edit"
+
+# SIGTERM mid-pass: exit 0, the store consistent
+printf 'last\n' > src/last
+kill -TERM $AGENT; wait $AGENT; rc=$?
+[ $rc = 0 ] || fail "SIGTERM exit $rc"
+[ ! -e .tend/agent.sock ] || fail "socket left behind"
+run sync; expect_rc 0 "sync after the agent stopped"
+run check; expect_rc 0 "no drift after SIGTERM"
+expect_file out/last last
+finish
