@@ -9,10 +9,12 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,7 +34,7 @@
 struct cli {
 	const char *cmd;
 	const char *dir, *conf;
-	bool json, quiet, full, allow_delete, help;
+	bool json, quiet, full, allow_delete, help, daemon;
 	int verbose;
 	int color; /* -1 auto, 0 never, 1 always */
 	char **apps;
@@ -103,7 +105,9 @@ static const struct {
 		  "Read every tracked target and compare it with its "
 		  "tracking record.\nExit status 1 when something drifted; "
 		  "`tend sync --full` repairs it.\n"},
-	{"watch", "usage: tend watch [--allow-delete] [-v]\n\n"
+	{"watch", "usage: tend watch [--daemon] [--allow-delete] [-v]\n\n"
+		  "--daemon detaches once the catch-up pass is done and logs "
+		  "to\n.tend/agent.log.\n\n"
 		  "Catch up once, then follow every app's sources with inotify "
 		  "and apply\nchanges as they happen (debounce and max-delay "
 		  "from [tend] in tend.conf).\nChanged files re-run only their "
@@ -763,6 +767,8 @@ parse_args(struct cli *c, int argc, char **argv)
 			c->full = true;
 		else if (strcmp(a, "--allow-delete") == 0)
 			c->allow_delete = true;
+		else if (strcmp(a, "--daemon") == 0)
+			c->daemon = true;
 		else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
 			c->help = true;
 		else if (strcmp(a, "--version") == 0) {
@@ -847,6 +853,51 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 
 		if (rfd)
 			ao.ready_fd = atoi(rfd);
+		if (c.daemon) {
+			/* the parent returns once the child has caught up */
+			int p[2];
+			char buf[8];
+
+			if (pipe(p) != 0) {
+				perror("tend watch: pipe");
+				return EXIT_FAIL;
+			}
+			pid_t pid = fork();
+			if (pid > 0) {
+				close(p[1]);
+				ssize_t n = read(p[0], buf, sizeof buf);
+				close(p[0]);
+				if (n <= 0) {
+					fprintf(stderr, "tend watch: the agent did "
+							"not start (see %s/agent.log)\n",
+					    ws.state_dir);
+					return EXIT_FAIL;
+				}
+				printf("agent started, pid %d\n", (int)pid);
+				return 0;
+			}
+			close(p[0]);
+			setsid();
+			struct tend_buf log = TEND_BUF_INIT;
+			mkdir(ws.state_dir, 0700);
+			tend_buf_printf(&log, "%s/agent.log", ws.state_dir);
+			int lfd = open(log.ptr, O_WRONLY | O_CREAT | O_APPEND |
+				O_CLOEXEC, 0600);
+			int nfd = open("/dev/null", O_RDWR);
+			if (lfd >= 0) {
+				dup2(lfd, 2);
+				dup2(lfd, 1);
+				close(lfd);
+			}
+			if (nfd >= 0) {
+				dup2(nfd, 0);
+				close(nfd);
+			}
+			tend_buf_release(&log);
+			ao.ready_fd = p[1];
+			if (!ao.verbose)
+				ao.verbose = 1;
+		}
 		rc = tend_agent_run(&ws, &ao);
 		if (rc) {
 			fprintf(stderr, "tend watch: %s\n", tend_error_last());

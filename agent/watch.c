@@ -545,9 +545,32 @@ run_passes(struct agent *a, bool all)
 		struct tend_buf err = TEND_BUF_INIT;
 
 		a->reload = false;
+		size_t nold = a->ws->cfg.napps;
+		char **old = tend_xcalloc(nold + 1, sizeof *old);
+		for (size_t i = 0; i < nold; i++)
+			old[i] = tend_xstrdup(a->ws->cfg.apps[i].name);
 		if (tend_ws_reload(a->ws, &err) != 0)
 			logf_(a, 0, "tend.conf: keeping the previous config:\n%s",
 			    err.ptr);
+		/* an app gone from the config is not dropped behind the
+		 * user's back: say so */
+		for (size_t i = 0; i < nold; i++) {
+			if (!tend_ws_app(a->ws, old[i])) {
+				struct tend_buf line = TEND_BUF_INIT;
+
+				logf_(a, 0, "app %s is no longer in tend.conf: "
+					    "its targets stay; tend drop %s removes "
+					    "them", old[i], old[i]);
+				tend_buf_puts(&line, "{\"event\": \"app_gone\", "
+						     "\"app\": ");
+				json_str(&line, old[i]);
+				tend_buf_puts(&line, "}\n");
+				broadcast(a, line.ptr);
+				tend_buf_release(&line);
+			}
+			free(old[i]);
+		}
+		free(old);
 		tend_buf_release(&err);
 		load_apps(a);
 		all = true;
