@@ -1438,6 +1438,47 @@ rm_tree(const char *path)
 	rmdir(path);
 }
 
+/* After an engine pass: bring the signatures up to date, report held
+ * deletes. */
+static int
+pass_done(struct run *r, int rc)
+{
+	if (!r->o->preview) {
+		int src = tend_store_write(tend_engine_store(r->ws->eng),
+		    sig_body, r);
+		if (src && !rc)
+			rc = src;
+	}
+	if (r->res->held_deletes && rc == 0)
+		rc = tend_error_set(TEND_ERROR,
+		    "%s: %llu source items vanished; their deletes are held "
+		    "back (tend sync --allow-delete, or raise max-delete)",
+		    r->app->name, (unsigned long long)r->res->held_deletes);
+	return rc;
+}
+
+static void
+run_free(struct run *r, char **skip, size_t nskip)
+{
+	if (r->stage)
+		rm_tree(r->stage);
+	free(r->stage);
+	for (size_t i = 0; i < nskip; i++)
+		free(skip[i]);
+	for (size_t i = 0; i < r->nitems; i++) {
+		free(r->items[i].rel);
+		tend_buf_release(&r->items[i].outs);
+		free(r->items[i].job_msg);
+		free(r->items[i].job_out);
+		free(r->items[i].job_dir);
+	}
+	free(r->items);
+	for (size_t i = 0; i < r->nvanished; i++)
+		free(r->vanished[i]);
+	free(r->vanished);
+	free(r->source);
+}
+
 int
 tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
     const struct tend_sync_opts *o, struct tend_app_result *res)
@@ -1580,35 +1621,9 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 			it->restamp = true;
 		}
 	}
-	if (!o->preview) {
-		int src = tend_store_write(tend_engine_store(ws->eng), sig_body,
-		    &r);
-		if (src && !rc)
-			rc = src;
-	}
-	if (res->held_deletes && rc == 0)
-		rc = tend_error_set(TEND_ERROR,
-		    "%s: %llu source items vanished; their deletes are held "
-		    "back (tend sync --allow-delete, or raise max-delete)",
-		    app->name, (unsigned long long)res->held_deletes);
+	rc = pass_done(&r, rc);
 out:
-	if (r.stage)
-		rm_tree(r.stage);
-	free(r.stage);
-	for (size_t i = 0; i < nskip; i++)
-		free(skip[i]);
-	for (size_t i = 0; i < r.nitems; i++) {
-		free(r.items[i].rel);
-		tend_buf_release(&r.items[i].outs);
-		free(r.items[i].job_msg);
-		free(r.items[i].job_out);
-		free(r.items[i].job_dir);
-	}
-	free(r.items);
-	for (size_t i = 0; i < r.nvanished; i++)
-		free(r.vanished[i]);
-	free(r.vanished);
-	free(r.source);
+	run_free(&r, skip, nskip);
 	return rc;
 }
 
@@ -1864,35 +1879,9 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	rc = tend_engine_run_partial(ws->eng, app->name, partial_body, &pa,
 	    &po, &res->stats);
 	current_run = NULL;
-	if (!o->preview) {
-		int src = tend_store_write(tend_engine_store(ws->eng), sig_body,
-		    &r);
-		if (src && !rc)
-			rc = src;
-	}
-	if (res->held_deletes && rc == 0)
-		rc = tend_error_set(TEND_ERROR,
-		    "%s: %llu source items vanished; their deletes are held "
-		    "back (tend sync --allow-delete, or raise max-delete)",
-		    app->name, (unsigned long long)res->held_deletes);
+	rc = pass_done(&r, rc);
 out:
 	tend_buf_release(&key);
-	if (r.stage)
-		rm_tree(r.stage);
-	free(r.stage);
-	for (size_t i = 0; i < nskip; i++)
-		free(skip[i]);
-	for (size_t i = 0; i < r.nitems; i++) {
-		free(r.items[i].rel);
-		tend_buf_release(&r.items[i].outs);
-		free(r.items[i].job_msg);
-		free(r.items[i].job_out);
-		free(r.items[i].job_dir);
-	}
-	free(r.items);
-	for (size_t i = 0; i < r.nvanished; i++)
-		free(r.vanished[i]);
-	free(r.vanished);
-	free(r.source);
+	run_free(&r, skip, nskip);
 	return rc;
 }

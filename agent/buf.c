@@ -134,6 +134,23 @@ tend_buf_printf(struct tend_buf *b, const char *fmt, ...)
 }
 
 void
+tend_buf_json(struct tend_buf *b, const char *s)
+{
+	tend_buf_putc(b, '"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			tend_buf_printf(b, "\\%c", *p);
+		else if (*p == '\n')
+			tend_buf_puts(b, "\\n");
+		else if (*p < 0x20)
+			tend_buf_printf(b, "\\u%04x", *p);
+		else
+			tend_buf_putc(b, *p);
+	}
+	tend_buf_putc(b, '"');
+}
+
+void
 tend_buf_puthex(struct tend_buf *b, const void *data, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";

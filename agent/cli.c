@@ -140,23 +140,6 @@ die_usage(const char *fmt, ...)
 	exit(EXIT_USAGE);
 }
 
-static void
-json_str(struct tend_buf *b, const char *s)
-{
-	tend_buf_putc(b, '"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			tend_buf_printf(b, "\\%c", *p);
-		else if (*p == '\n')
-			tend_buf_puts(b, "\\n");
-		else if (*p < 0x20)
-			tend_buf_printf(b, "\\u%04x", *p);
-		else
-			tend_buf_putc(b, *p);
-	}
-	tend_buf_putc(b, '"');
-}
-
 static bool
 use_color(const struct cli *c)
 {
@@ -238,11 +221,11 @@ on_event(const struct tend_event *ev, void *arg)
 			tend_buf_printf(b, "\"op\": \"%s\", \"app\": ",
 			    ev->op == TEND_OP_CREATE ? "create"
 			    : ev->op == TEND_OP_UPDATE ? "update" : "delete");
-			json_str(b, ev->app);
+			tend_buf_json(b, ev->app);
 			tend_buf_puts(b, ", \"provider\": ");
-			json_str(b, ev->provider);
+			tend_buf_json(b, ev->provider);
 			tend_buf_puts(b, ", \"path\": ");
-			json_str(b, path.ptr);
+			tend_buf_json(b, path.ptr);
 			tend_buf_printf(b, ", \"invalidation\": %s}",
 			    ev->invalidation == 1 ? "\"lossy\""
 			    : ev->invalidation == 2 ? "\"destructive\"" : "null");
@@ -458,7 +441,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			if (c->json) {
 				tend_buf_puts(&out, i ? ",\n  " : "\n  ");
 				tend_buf_puts(&out, "{\"app\": ");
-				json_str(&out, app->name);
+				tend_buf_json(&out, app->name);
 				tend_buf_printf(&out, ", \"result\": %s, "
 						      "\"hashed\": %llu, "
 						      "\"status\": %d}",
@@ -522,16 +505,16 @@ on_state(const struct tend_state_info *si, void *arg)
 	if (l->c->json) {
 		tend_buf_puts(l->out, l->n ? ",\n  {" : "\n  {");
 		tend_buf_puts(l->out, "\"path\": ");
-		json_str(l->out, short_path(si->path));
+		tend_buf_json(l->out, short_path(si->path));
 		tend_buf_puts(l->out, ", \"owner\": ");
-		json_str(l->out, si->component);
+		tend_buf_json(l->out, si->component);
 		tend_buf_printf(l->out, ", \"record\": \"%s\", \"container\": "
 					"%s, \"pending\": %s",
 		    rec.ptr, si->container ? "true" : "false",
 		    si->pending ? "true" : "false");
 		if (si->drift) {
 			tend_buf_puts(l->out, ", \"drift\": ");
-			json_str(l->out, si->drift);
+			tend_buf_json(l->out, si->drift);
 		}
 		tend_buf_putc(l->out, '}');
 	} else if (si->drift)
@@ -631,7 +614,7 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 	}
 	if (c->json) {
 		tend_buf_printf(&out, "{\"workspace\": ");
-		json_str(&out, ws->root);
+		tend_buf_json(&out, ws->root);
 		tend_buf_printf(&out, ", \"agent\": %s, \"apps\": [",
 		    running ? agent.ptr : "null");
 	}
@@ -654,7 +637,7 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 		if (c->json) {
 			tend_buf_puts(&out, i ? ",\n  {" : "\n  {");
 			tend_buf_puts(&out, "\"app\": ");
-			json_str(&out, name);
+			tend_buf_json(&out, name);
 			tend_buf_printf(&out,
 			    ", \"configured\": %s, \"states\": %u, "
 			    "\"pending\": %u, \"last\": %.*s}",

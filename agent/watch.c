@@ -173,23 +173,6 @@ broadcast(struct agent *a, const char *line)
 			client_send(a, &a->clients[i], line);
 }
 
-static void
-json_str(struct tend_buf *b, const char *s)
-{
-	tend_buf_putc(b, '"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			tend_buf_printf(b, "\\%c", *p);
-		else if (*p == '\n')
-			tend_buf_puts(b, "\\n");
-		else if (*p < 0x20)
-			tend_buf_printf(b, "\\u%04x", *p);
-		else
-			tend_buf_putc(b, *p);
-	}
-	tend_buf_putc(b, '"');
-}
-
 static size_t
 nwatches(struct agent *a)
 {
@@ -214,7 +197,7 @@ status_line(struct agent *a, struct tend_buf *b)
 	for (size_t i = 0; i < a->napps; i++) {
 		if (i)
 			tend_buf_puts(b, ", ");
-		json_str(b, a->ws->cfg.apps[i].name);
+		tend_buf_json(b, a->ws->cfg.apps[i].name);
 	}
 	tend_buf_printf(b, "], \"last\": %s}\n",
 	    a->last_summary[0] ? a->last_summary : "null");
@@ -509,17 +492,17 @@ on_engine_event(const struct tend_event *ev, void *arg)
 	tend_buf_printf(&line, "{\"event\": \"%s\", \"app\": ",
 	    ev->kind == TEND_EV_ACTION_APPLIED ? "action_applied"
 	    : ev->kind == TEND_EV_ACTION_FAILED ? "action_failed" : "error");
-	json_str(&line, ev->app);
+	tend_buf_json(&line, ev->app);
 	if (ev->kind != TEND_EV_COMPONENT_ERROR) {
 		tend_buf_printf(&line, ", \"op\": \"%c\", \"provider\": ",
 		    (char)ev->op);
-		json_str(&line, ev->provider);
+		tend_buf_json(&line, ev->provider);
 		tend_buf_puts(&line, ", \"key\": ");
-		json_str(&line, ev->key);
+		tend_buf_json(&line, ev->key);
 	}
 	if (ev->kind != TEND_EV_ACTION_APPLIED) {
 		tend_buf_puts(&line, ", \"error\": ");
-		json_str(&line, ev->error ? ev->error : "");
+		tend_buf_json(&line, ev->error ? ev->error : "");
 	}
 	tend_buf_puts(&line, "}\n");
 	broadcast(pc->a, line.ptr);
@@ -563,7 +546,7 @@ run_passes(struct agent *a, bool all)
 					    "them", old[i], old[i]);
 				tend_buf_puts(&line, "{\"event\": \"app_gone\", "
 						     "\"app\": ");
-				json_str(&line, old[i]);
+				tend_buf_json(&line, old[i]);
 				tend_buf_puts(&line, "}\n");
 				broadcast(a, line.ptr);
 				tend_buf_release(&line);
@@ -588,7 +571,7 @@ run_passes(struct agent *a, bool all)
 		if (!all && !s->full && !s->ndirty)
 			continue;
 		tend_buf_puts(&line, "{\"event\": \"pass_started\", \"app\": ");
-		json_str(&line, app->name);
+		tend_buf_json(&line, app->name);
 		tend_buf_puts(&line, "}\n");
 		broadcast(a, line.ptr);
 		tend_buf_reset(&line);
@@ -610,7 +593,7 @@ run_passes(struct agent *a, bool all)
 		if (rc)
 			logf_(a, 0, "%s: %s", app->name, tend_error_last());
 		tend_buf_puts(&line, "{\"event\": \"pass_finished\", \"app\": ");
-		json_str(&line, app->name);
+		tend_buf_json(&line, app->name);
 		tend_buf_printf(&line,
 		    ", \"seq\": %llu, \"status\": %d, \"created\": %llu, "
 		    "\"updated\": %llu, \"deleted\": %llu, \"failed\": %llu, "
@@ -627,7 +610,7 @@ run_passes(struct agent *a, bool all)
 		    (unsigned long long)a->last_pass_ms);
 		if (rc) {
 			tend_buf_puts(&line, ", \"error\": ");
-			json_str(&line, tend_error_last());
+			tend_buf_json(&line, tend_error_last());
 		}
 		tend_buf_puts(&line, "}\n");
 		snprintf(a->last_summary, sizeof a->last_summary, "%.*s",

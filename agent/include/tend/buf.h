@@ -29,6 +29,8 @@ void tend_buf_printf(struct tend_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void tend_buf_vprintf(struct tend_buf *b, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
+/* Append `s` as a JSON string literal (quoted, escaped). */
+void tend_buf_json(struct tend_buf *b, const char *s);
 /* Append `len` bytes as lowercase hex. */
 void tend_buf_puthex(struct tend_buf *b, const void *data, size_t len);
 /* Empty the buffer, keeping its memory. */
