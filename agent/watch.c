@@ -67,6 +67,7 @@ struct appstate {
 
 struct client {
 	int fd;
+	uint64_t shed; /* action events skipped while it lagged */
 	bool subscribed;
 	bool want_done; /* asked for a sync: told when it is over */
 	struct tend_buf in, out;
@@ -165,12 +166,40 @@ client_send(struct agent *a, struct client *c, const char *line)
 	client_flush(a, c);
 }
 
+/* A client that lags loses per-action events first (it is told how
+ * many when it catches up); it is dropped only when even pass events no
+ * longer fit. */
+#define CLIENT_SHED (64 * 1024)
+
+static void
+broadcast_ex(struct agent *a, const char *line, bool sheddable)
+{
+	for (int i = 0; i < MAX_CLIENTS; i++) {
+		struct client *c = &a->clients[i];
+
+		if (c->fd < 0 || !c->subscribed)
+			continue;
+		if (sheddable && c->out.len > CLIENT_SHED) {
+			c->shed++;
+			continue;
+		}
+		if (c->shed && c->out.len <= CLIENT_SHED) {
+			char note[96];
+
+			snprintf(note, sizeof note,
+			    "{\"event\": \"shed\", \"events\": %llu}\n",
+			    (unsigned long long)c->shed);
+			c->shed = 0;
+			client_send(a, c, note);
+		}
+		client_send(a, c, line);
+	}
+}
+
 static void
 broadcast(struct agent *a, const char *line)
 {
-	for (int i = 0; i < MAX_CLIENTS; i++)
-		if (a->clients[i].fd >= 0 && a->clients[i].subscribed)
-			client_send(a, &a->clients[i], line);
+	broadcast_ex(a, line, false);
 }
 
 static size_t
@@ -505,7 +534,7 @@ on_engine_event(const struct tend_event *ev, void *arg)
 		tend_buf_json(&line, ev->error ? ev->error : "");
 	}
 	tend_buf_puts(&line, "}\n");
-	broadcast(pc->a, line.ptr);
+	broadcast_ex(pc->a, line.ptr, ev->kind == TEND_EV_ACTION_APPLIED);
 	tend_buf_release(&line);
 }
 
@@ -724,6 +753,7 @@ on_accept(struct agent *a)
 		c->in = (struct tend_buf)TEND_BUF_INIT;
 		c->out = (struct tend_buf)TEND_BUF_INIT;
 		c->subscribed = false;
+		c->shed = 0;
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
 		epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev);
 		return;
