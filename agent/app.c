@@ -1444,8 +1444,8 @@ static int
 pass_done(struct run *r, int rc)
 {
 	if (!r->o->preview) {
-		int src = tend_store_write(tend_engine_store(r->ws->eng),
-		    sig_body, r);
+		int src = tend_store_write_settle(
+		    tend_engine_store(r->ws->eng), sig_body, r);
 		if (src && !rc)
 			rc = src;
 	}

@@ -1149,7 +1149,7 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 	}
 	if (!pass->preview)
 		run_sinks(eng, b);
-	if ((rc = tend_store_write(eng->st, commit_body, b)))
+	if ((rc = tend_store_write_settle(eng->st, commit_body, b)))
 		return rc;
 	for (size_t i = 0; i < b->n; i++) {
 		struct tend_comp *c = b->comps[i];

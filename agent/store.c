@@ -247,6 +247,20 @@ tend_store_write(struct tend_store *st, tend_store_body_fn *body, void *arg)
 }
 
 int
+tend_store_write_settle(struct tend_store *st, tend_store_body_fn *body,
+    void *arg)
+{
+	int rc;
+
+	if (st->held)
+		return body(st->held, arg);
+	mdb_env_set_flags(st->env, MDB_NOMETASYNC, 1);
+	rc = tend_store_write(st, body, arg);
+	mdb_env_set_flags(st->env, MDB_NOMETASYNC, 0);
+	return rc;
+}
+
+int
 tend_store_read_begin(struct tend_store *st, struct tend_txn **out)
 {
 	struct tend_txn *t = tend_xcalloc(1, sizeof *t);

@@ -55,6 +55,17 @@ typedef int tend_store_body_fn(struct tend_txn *txn, void *arg);
 int tend_store_write(struct tend_store *st, tend_store_body_fn *body,
     void *arg);
 
+/*
+ * As tend_store_write, for transactions that only settle what an earlier
+ * durable one made pending (a batch's commit, the signature cache): the
+ * meta page is not synced (MDB_NOMETASYNC), so a power loss may undo the
+ * transaction but never corrupts the store. Undone, the records are
+ * pending again and the next pass re-applies them idempotently. A kill
+ * loses nothing: the page cache survives the process.
+ */
+int tend_store_write_settle(struct tend_store *st, tend_store_body_fn *body,
+    void *arg);
+
 /* A read-only snapshot. */
 int tend_store_read_begin(struct tend_store *st, struct tend_txn **out);
 void tend_store_read_end(struct tend_txn *txn);

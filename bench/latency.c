@@ -53,7 +53,8 @@ main(int argc, char **argv)
 	}
 	for (int i = 0; i < n; i++) {
 		char body[64];
-		int len = snprintf(body, sizeof body, "sample %d\n", i);
+		int len = snprintf(body, sizeof body, "run %d sample %d\n",
+		    (int)getpid(), i);
 		double t0 = now_ms();
 		int fd = open(src, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 
