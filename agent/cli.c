@@ -436,7 +436,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			    (unsigned long long)c->errors,
 			    (unsigned long long)res.held_deletes,
 			    (unsigned long long)res.files);
-			tend_store_write(tend_engine_store(ws->eng), put_last,
+			tend_store_write_settle(tend_engine_store(ws->eng), put_last,
 			    &lp);
 			if (c->json) {
 				tend_buf_puts(&out, i ? ",\n  " : "\n  ");
