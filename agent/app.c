@@ -1438,6 +1438,44 @@ rm_tree(const char *path)
 	rmdir(path);
 }
 
+/* What a walk of the app's source never visits: a target inside it and
+ * the state directory (skip[] holds 3). False if the target directory is
+ * the source itself. */
+static bool
+source_skips(struct tend_ws *ws, struct tend_app_config *app, char **skip,
+    size_t *nskip)
+{
+	char *rel;
+
+	if (app->target != TEND_TARGET_GIT &&
+	    inside(app->source, app->target_path, &rel)) {
+		if (app->target == TEND_TARGET_DIR && strcmp(rel, ".") == 0) {
+			free(rel);
+			return false;
+		}
+		skip[(*nskip)++] = rel;
+	}
+	if (inside(app->source, ws->cfg.state, &rel))
+		skip[(*nskip)++] = rel;
+	return true;
+}
+
+static struct tend_walk_opts
+walk_opts(const struct tend_app_config *app, char **skip, size_t nskip)
+{
+	struct tend_walk_opts wo = {
+		.include = app->include.v,
+		.ninclude = app->include.n,
+		.exclude = app->exclude.v,
+		.nexclude = app->exclude.n,
+		.gitignore = app->gitignore,
+		.skip = skip,
+		.nskip = nskip,
+	};
+
+	return wo;
+}
+
 /* After an engine pass: bring the signatures up to date, report held
  * deletes. */
 static int
@@ -1511,33 +1549,13 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 		goto out;
 	}
 	/* never read what we write, nor our own state */
-	char *rel;
-	if (app->target == TEND_TARGET_DIR &&
-	    inside(app->source, app->target_path, &rel)) {
-		if (strcmp(rel, ".") == 0) {
-			free(rel);
-			res->error = strdup("target and source are the same "
-					    "directory");
-			rc = tend_error_set(TEND_ERROR, "%s: %s", app->name,
-			    res->error);
-			goto out;
-		}
-		skip[nskip++] = rel;
+	if (!source_skips(ws, app, skip, &nskip)) {
+		res->error = strdup("target and source are the same "
+				    "directory");
+		rc = tend_error_set(TEND_ERROR, "%s: %s", app->name, res->error);
+		goto out;
 	}
-	if (app->target == TEND_TARGET_FILE &&
-	    inside(app->source, app->target_path, &rel))
-		skip[nskip++] = rel;
-	if (inside(app->source, ws->cfg.state, &rel))
-		skip[nskip++] = rel;
-	struct tend_walk_opts wo = {
-		.include = app->include.v,
-		.ninclude = app->include.n,
-		.exclude = app->exclude.v,
-		.nexclude = app->exclude.n,
-		.gitignore = app->gitignore,
-		.skip = skip,
-		.nskip = nskip,
-	};
+	struct tend_walk_opts wo = walk_opts(app, skip, nskip);
 	scan.key = (struct tend_buf)TEND_BUF_INIT;
 	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
 		goto out;
@@ -1748,7 +1766,7 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	struct run r = {.ws = ws, .app = app, .o = o, .res = res};
 	struct tend_txn *txn = NULL;
 	struct tend_buf key = TEND_BUF_INIT;
-	char *skip[2] = {NULL, NULL};
+	char *skip[3] = {NULL, NULL, NULL};
 	size_t nskip = 0, nprev = 0;
 	struct timespec now;
 	int rc;
@@ -1766,21 +1784,8 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	r.logic = app_logic(app);
 	clock_gettime(CLOCK_REALTIME, &now);
 	r.scan_ns = ts_ns(&now);
-	char *rel;
-	if (app->target == TEND_TARGET_DIR &&
-	    inside(app->source, app->target_path, &rel))
-		skip[nskip++] = rel;
-	if (inside(app->source, ws->cfg.state, &rel))
-		skip[nskip++] = rel;
-	struct tend_walk_opts wo = {
-		.include = app->include.v,
-		.ninclude = app->include.n,
-		.exclude = app->exclude.v,
-		.nexclude = app->exclude.n,
-		.gitignore = app->gitignore,
-		.skip = skip,
-		.nskip = nskip,
-	};
+	source_skips(ws, app, skip, &nskip); /* a full pass ran: not the source */
+	struct tend_walk_opts wo = walk_opts(app, skip, nskip);
 	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
 		goto out;
 	for (size_t i = 0; i < n; i++) {

@@ -1618,40 +1618,6 @@ tend_engine_run(struct tend_engine *eng, const char *app, tend_comp_fn *fn,
 }
 
 int
-tend_engine_run_one(struct tend_engine *eng, const char *app,
-    const struct tend_key *path, size_t npath, tend_comp_fn *fn, void *arg,
-    const struct tend_mount_opts *mopts, const struct tend_pass_opts *opts,
-    struct tend_stats *stats_out)
-{
-	struct pass pass;
-	int rc;
-
-	assert(!eng->pass);
-	pass_init(eng, &pass, app, opts);
-	pass.incremental = true;
-	if ((rc = pass_begin(eng, &pass)))
-		return pass_end(eng, &pass, rc, stats_out);
-	/* the root is the parent, but it is neither run nor committed */
-	struct tend_comp *root = root_comp(eng, &pass, app);
-	if (fn) {
-		rc = mount_common(root, path, npath, fn, arg, mopts, false);
-		if (rc == 0)
-			rc = flush(eng, &pass);
-	} else {
-		struct tend_comp *probe = comp_new(eng, &pass, root,
-		    (const uint8_t *)root->path.ptr, root->path.len, "", path,
-		    npath);
-
-		enqueue(&pass, delete_comp(eng, &pass, &root->cid, true,
-		    (const uint8_t *)probe->path.ptr, probe->path.len));
-		comp_free(probe);
-		rc = flush(eng, &pass);
-	}
-	comp_free(root);
-	return pass_end(eng, &pass, rc, stats_out);
-}
-
-int
 tend_engine_run_partial(struct tend_engine *eng, const char *app,
     tend_comp_fn *fn, void *arg, const struct tend_pass_opts *opts,
     struct tend_stats *stats_out)
@@ -1667,17 +1633,44 @@ tend_engine_run_partial(struct tend_engine *eng, const char *app,
 	struct tend_comp *root = root_comp(eng, &pass, app);
 	tend_error_clear();
 	rc = fn(root, arg);
+	/* the root is not committed: gone children that cannot be deleted
+	 * now keep their existence rows, and the next full pass tombstones
+	 * them */
 	if (rc == 0)
 		rc = flush(eng, &pass);
 	else
 		pass.status = rc;
-	if (rc == 0) {
-		/* the root is not committed: its gone children that could not
-		 * be deleted now keep their existence rows, and the next full
-		 * pass tombstones them */
-	}
 	comp_free(root);
 	return pass_end(eng, &pass, rc, stats_out);
+}
+
+struct one {
+	const struct tend_key *path;
+	size_t npath;
+	tend_comp_fn *fn;
+	void *arg;
+	const struct tend_mount_opts *mopts;
+};
+
+static int
+one_body(struct tend_comp *root, void *arg)
+{
+	struct one *o = arg;
+
+	if (!o->fn)
+		return tend_mount_gone(root, o->path, o->npath);
+	return tend_mount(root, o->path, o->npath, o->fn, o->arg, o->mopts);
+}
+
+int
+tend_engine_run_one(struct tend_engine *eng, const char *app,
+    const struct tend_key *path, size_t npath, tend_comp_fn *fn, void *arg,
+    const struct tend_mount_opts *mopts, const struct tend_pass_opts *opts,
+    struct tend_stats *stats_out)
+{
+	struct one o = {path, npath, fn, arg, mopts};
+
+	return tend_engine_run_partial(eng, app, one_body, &o, opts, stats_out);
 }
 
 int
