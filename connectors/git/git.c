@@ -623,7 +623,7 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 		}
 		if (have_tip && git_oid_equal(&tree_id, git_tree_id(base))) {
 			rc = 0; /* nothing changed: no commit */
-			goto done;
+			goto next;
 		}
 		if (git_tree_lookup(&newtree, repo, &tree_id) ||
 		    signature(repo, spec->author, &author) ||
@@ -678,16 +678,8 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 			git_object_free(obj);
 			off += strlen(tag) + 1;
 		}
-	done:
-		git_reference_free(newref);
-		git_signature_free(author);
-		git_signature_free(committer);
-		git_tree_free(newtree);
-		git_tree_free(base);
-		git_commit_free(parent);
-		free(list);
-		return rc;
 	next:
+		/* done, failed, or (TEND_ECONFLICT) go round again */
 		git_reference_free(newref);
 		git_signature_free(author);
 		git_signature_free(committer);
