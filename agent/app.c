@@ -581,24 +581,26 @@ sig_lookup(struct scan *s, size_t rel_len, struct tend_bytes *v)
 	return TEND_ENOTFOUND;
 }
 
-static int
-on_file(const char *rel, size_t len, int dirfd, const char *leaf,
-    const struct stat *st, void *arg)
+/*
+ * Add the source file rel (stat st, stored signature row `row` or NULL)
+ * to the run: unchanged if its trusted signature matches, else read and
+ * hashed; a signature within the racy window is stored untrusted.
+ */
+static void
+add_item(struct run *r, const char *rel, size_t len, const struct stat *st,
+    const struct tend_bytes *row, int dirfd, const char *leaf)
 {
-	struct scan *s = arg;
-	struct run *r = s->r;
 	struct item it = {0};
-	struct tend_bytes v;
 	struct sig old;
+	bool have = row && sig_decode(row, &old);
 
 	it.rel = tend_xmemdup(rel, len + 1);
 	it.len = len;
-	sig_of(&it.sig, st);
-	sig_key(&s->key, r->app->name, rel, len);
 	it.outs = (struct tend_buf)TEND_BUF_INIT;
-	bool have = sig_lookup(s, len, &v) == 0 && sig_decode(&v, &old);
+	sig_of(&it.sig, st);
 	if (have)
-		tend_buf_put(&it.outs, v.data + SIG_FIXED, v.len - SIG_FIXED);
+		tend_buf_put(&it.outs, row->data + SIG_FIXED,
+		    row->len - SIG_FIXED);
 	if (have && old.trusted && sig_same(&old, &it.sig)) {
 		it.sig = old;
 		it.unchanged = true;
@@ -621,6 +623,19 @@ on_file(const char *rel, size_t len, int dirfd, const char *leaf,
 	}
 	r->items[r->nitems++] = it;
 	r->res->files++;
+}
+
+static int
+on_file(const char *rel, size_t len, int dirfd, const char *leaf,
+    const struct stat *st, void *arg)
+{
+	struct scan *s = arg;
+	struct run *r = s->r;
+	struct tend_bytes v;
+
+	sig_key(&s->key, r->app->name, rel, len);
+	add_item(r, rel, len, st, sig_lookup(s, len, &v) == 0 ? &v : NULL,
+	    dirfd, leaf);
 	if (r->o->progress && (r->nitems & 1023) == 0)
 		r->o->progress(r->o->arg, r->app->name, r->res->files,
 		    r->res->hashed);
@@ -1816,34 +1831,8 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 			}
 			continue;
 		}
-		struct item it = {0};
-		it.rel = tend_xmemdup(p, len + 1);
-		it.len = len;
-		it.outs = (struct tend_buf)TEND_BUF_INIT;
-		sig_of(&it.sig, &st);
-		if (had)
-			tend_buf_put(&it.outs, v.data + SIG_FIXED,
-			    v.len - SIG_FIXED);
-		if (had && old.trusted && sig_same(&old, &it.sig)) {
-			it.sig = old;
-			it.unchanged = true;
-		} else {
-			if (hash_file(AT_FDCWD, abs, &it.sig.fp) != 0)
-				it.sig.mode = 0;
-			it.hashed = true;
-			it.sig.trusted = it.sig.mode != 0 &&
-			    it.sig.mtime_ns + RACY_NS < r.scan_ns &&
-			    it.sig.ctime_ns + RACY_NS < r.scan_ns;
-			res->hashed++;
-		}
+		add_item(&r, p, len, &st, had ? &v : NULL, AT_FDCWD, abs);
 		free(abs);
-		if (r.nitems == r.citems) {
-			r.citems = r.citems ? r.citems * 2 : 16;
-			r.items = tend_xrealloc(r.items,
-			    r.citems * sizeof *r.items);
-		}
-		r.items[r.nitems++] = it;
-		res->files++;
 	}
 	if (r.nvanished) {
 		struct tend_buf prefix = TEND_BUF_INIT;
