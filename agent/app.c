@@ -408,6 +408,8 @@ struct item {
 	bool unchanged; /* signature trusted and equal to the stored one */
 	bool kept;      /* kept by the fast path, not mounted */
 	bool restamp;   /* stamp written after the pass */
+	bool had;	/* a signature was stored: seen in an earlier pass */
+	struct tend_fp old_fp; /* the content it had then */
 	/* exec run ahead of its component, in parallel with others */
 	bool job_done;
 	int job_rc;
@@ -598,9 +600,12 @@ add_item(struct run *r, const char *rel, size_t len, const struct stat *st,
 	it.len = len;
 	it.outs = (struct tend_buf)TEND_BUF_INIT;
 	sig_of(&it.sig, st);
-	if (have)
+	if (have) {
 		tend_buf_put(&it.outs, row->data + SIG_FIXED,
 		    row->len - SIG_FIXED);
+		it.had = true;
+		it.old_fp = old.fp;
+	}
 	if (have && old.trusted && sig_same(&old, &it.sig)) {
 		it.sig = old;
 		it.unchanged = true;
@@ -623,6 +628,7 @@ add_item(struct run *r, const char *rel, size_t len, const struct stat *st,
 	}
 	r->items[r->nitems++] = it;
 	r->res->files++;
+	r->res->new_items += !have;
 }
 
 static int
@@ -1357,6 +1363,76 @@ root_body(struct tend_comp *c, void *arg)
 	return 0;
 }
 
+/* ---- provenance ---- */
+
+static void
+fp_short(struct tend_buf *b, const struct tend_fp *fp)
+{
+	for (int i = 0; i < 6; i++)
+		tend_buf_printf(b, "%02x", fp->b[i]);
+}
+
+static int
+cmp_rel_str(const void *key, const void *elem)
+{
+	const char *k = key;
+	const struct item *it = elem;
+	size_t kl = strlen(k), n = kl < it->len ? kl : it->len;
+	int c = memcmp(k, it->rel, n);
+
+	return c ? c : (kl > it->len) - (kl < it->len);
+}
+
+int
+tend_app_why(const char *component, struct tend_buf *out)
+{
+	struct run *r = current_run;
+	size_t al;
+
+	if (!r || component[0] != '/')
+		return -1;
+	al = strlen(r->app->name);
+	if (strncmp(component + 1, r->app->name, al) != 0)
+		return -1;
+	const char *rest = component + 1 + al;
+	if (strcmp(rest, "/@aggregate") == 0) {
+		tend_buf_printf(out, "aggregate of %zu source files (%llu read)",
+		    r->nitems, (unsigned long long)r->res->hashed);
+		return 0;
+	}
+	if (strncmp(rest, "/@files/", 8) != 0) {
+		tend_buf_puts(out, "the app's target container");
+		return 0;
+	}
+	const char *rel = rest + 8;
+	for (size_t i = 0; i < r->nvanished; i++)
+		if (strcmp(r->vanished[i], rel) == 0) {
+			tend_buf_printf(out, "source %s deleted", rel);
+			return 0;
+		}
+	/* items are sorted by path once the walk is over */
+	struct item *it = bsearch(rel, r->items, r->nitems, sizeof *r->items,
+	    cmp_rel_str);
+	if (!it)
+		return -1;
+	if (!it->had)
+		tend_buf_printf(out, "new source %s", rel);
+	else if (it->hashed && !tend_fp_equal(&it->old_fp, &it->sig.fp)) {
+		tend_buf_printf(out, "source %s changed ", rel);
+		fp_short(out, &it->old_fp);
+		tend_buf_puts(out, " -> ");
+		fp_short(out, &it->sig.fp);
+	} else if (it->hashed)
+		tend_buf_printf(out, "source %s touched, same content", rel);
+	else if (it->sig.stamped && !tend_fp_equal(&it->sig.logic, &r->logic))
+		tend_buf_puts(out, "logic changed (the app's declaration)");
+	else if (r->o->full)
+		tend_buf_puts(out, "full pass (--full)");
+	else
+		tend_buf_puts(out, "its target container changed");
+	return 0;
+}
+
 /* ---- SIG upkeep ---- */
 
 static int
@@ -1616,10 +1692,12 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	else
 		trip = (r.nvanished * 2 > nprev && r.nvanished >= 20) ||
 		    (r.nitems == 0 && nprev > 0);
+	res->brake = trip && r.nvanished;
 	if (trip && !o->allow_delete && r.nvanished) {
 		res->held_deletes = r.nvanished;
 		r.hold = true;
-	}
+	} else
+		res->gone_items = r.nvanished;
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
 	current_run = &r;
 	/* a git target makes one commit per pass: one batch */
@@ -1855,10 +1933,12 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	bool trip = app->max_delete >= 0
 	    ? r.nvanished > (size_t)app->max_delete
 	    : r.nvanished * 2 > nprev && r.nvanished >= 20;
+	res->brake = trip && r.nvanished;
 	if (trip && !o->allow_delete && r.nvanished) {
 		res->held_deletes = r.nvanished;
 		r.hold = true;
-	}
+	} else
+		res->gone_items = r.nvanished;
 	struct partial pa = {&r};
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
 	current_run = &r;

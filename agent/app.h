@@ -75,6 +75,9 @@ struct tend_app_result {
 	uint64_t hashed;  /* of which read and hashed (signature changed) */
 	uint64_t skipped; /* symlinks, unreadable entries */
 	uint64_t held_deletes; /* source items whose deletion was held */
+	uint64_t new_items;    /* source items seen for the first time */
+	uint64_t gone_items;   /* source items vanished (deletes not held) */
+	bool brake;	       /* the delete brake tripped (held or allowed) */
 	char *error;	       /* app-level failure (NULL if none) */
 };
 
@@ -94,6 +97,14 @@ void tend_app_result_finish(struct tend_app_result *res);
 int tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
     char *const *rels, size_t n, const struct tend_sync_opts *o,
     struct tend_app_result *res);
+
+/*
+ * During a pass (from an engine event callback): why the component at
+ * readable path `component` runs - "new source a.md", "source a.md
+ * changed 3f2a.. -> 9c1d..", "source a.md deleted", "logic changed" -
+ * appended to `out`. -1 if no pass runs or the component is not known.
+ */
+int tend_app_why(const char *component, struct tend_buf *out);
 
 /* Names of apps with tracked state (including ones gone from the
  * config), sorted; caller frees each and the array. */

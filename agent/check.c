@@ -208,3 +208,39 @@ tend_engine_check(struct tend_engine *eng, const char *app,
 {
 	return visit(eng, app, true, fn, arg, ndrift);
 }
+
+/* "@tend/dir/\"public\"" + "\"a.html\"" -> "public/a.html" */
+static void
+strip_quotes(struct tend_buf *out, const char *s)
+{
+	size_t len = strlen(s);
+
+	if (len >= 2 && s[0] == '"' && s[len - 1] == '"')
+		tend_buf_put(out, s + 1, len - 2);
+	else
+		tend_buf_puts(out, s);
+}
+
+void
+tend_display_path(struct tend_buf *out, const char *provider, const char *key)
+{
+	if (strcmp(provider, "@tend/dir") == 0) {
+		strip_quotes(out, key);
+		tend_buf_putc(out, '/');
+	} else if (strncmp(provider, "@tend/dir/", 10) == 0) {
+		strip_quotes(out, provider + 10);
+		tend_buf_putc(out, '/');
+		strip_quotes(out, key);
+	} else if (strcmp(provider, "@tend/file") == 0)
+		strip_quotes(out, key);
+	else if (strncmp(provider, "@tend/git/", 10) == 0) {
+		tend_buf_printf(out, "git%s:", provider + 10);
+		strip_quotes(out, key);
+	} else if (strcmp(provider, "@tend/git") == 0) {
+		tend_buf_printf(out, "git%s", key);
+	}
+	else {
+		tend_buf_printf(out, "%s/", provider);
+		tend_buf_puts(out, key);
+	}
+}

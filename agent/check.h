@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tend/buf.h"
 #include "tend/engine.h"
 
 struct tend_state_info {
@@ -29,5 +30,10 @@ int tend_engine_list(struct tend_engine *eng, const char *app,
 /* Only the states whose target drifted; *ndrift counts them. */
 int tend_engine_check(struct tend_engine *eng, const char *app,
     tend_state_fn *fn, void *arg, unsigned *ndrift);
+
+/* A state's path as users read it: "public/a.html" for a dir entry,
+ * "git/repo:docs/a" for a git one. */
+void tend_display_path(struct tend_buf *out, const char *provider,
+    const char *key);
 
 #endif

@@ -148,42 +148,6 @@ use_color(const struct cli *c)
 	return isatty(1) && !getenv("NO_COLOR");
 }
 
-/* "@tend/dir/\"public\"" + "\"a.html\"" -> "public/a.html" */
-static void
-strip_quotes(struct tend_buf *out, const char *s)
-{
-	size_t len = strlen(s);
-
-	if (len >= 2 && s[0] == '"' && s[len - 1] == '"')
-		tend_buf_put(out, s + 1, len - 2);
-	else
-		tend_buf_puts(out, s);
-}
-
-static void
-display_path(struct tend_buf *out, const char *provider, const char *key)
-{
-	if (strcmp(provider, "@tend/dir") == 0) {
-		strip_quotes(out, key);
-		tend_buf_putc(out, '/');
-	} else if (strncmp(provider, "@tend/dir/", 10) == 0) {
-		strip_quotes(out, provider + 10);
-		tend_buf_putc(out, '/');
-		strip_quotes(out, key);
-	} else if (strcmp(provider, "@tend/file") == 0)
-		strip_quotes(out, key);
-	else if (strncmp(provider, "@tend/git/", 10) == 0) {
-		tend_buf_printf(out, "git%s:", provider + 10);
-		strip_quotes(out, key);
-	} else if (strcmp(provider, "@tend/git") == 0) {
-		tend_buf_printf(out, "git%s", key);
-	}
-	else {
-		tend_buf_printf(out, "%s/", provider);
-		tend_buf_puts(out, key);
-	}
-}
-
 /* "/@tend/dir/public/a.html" -> "public/a.html" */
 static const char *
 short_path(const char *p)
@@ -213,7 +177,7 @@ on_event(const struct tend_event *ev, void *arg)
 		if (!ev->preview || is_refresh(ev))
 			break;
 		c->pending = true;
-		display_path(&path, ev->provider, ev->key);
+		tend_display_path(&path, ev->provider, ev->key);
 		if (c->json) {
 			struct tend_buf *b = &c->json_items;
 
@@ -274,13 +238,13 @@ on_event(const struct tend_event *ev, void *arg)
 			fflush(stderr);
 		}
 		if (c->verbose && !c->json) {
-			display_path(&path, ev->provider, ev->key);
+			tend_display_path(&path, ev->provider, ev->key);
 			printf("%c %s %s\n", (char)ev->op, ev->app, path.ptr);
 		}
 		break;
 	case TEND_EV_ACTION_FAILED:
 		c->failed++;
-		display_path(&path, ev->provider, ev->key);
+		tend_display_path(&path, ev->provider, ev->key);
 		if (c->tty)
 			fputs("\r\033[K", stderr);
 		fprintf(stderr, "tend: %s: %s: %s\n", ev->app, path.ptr,

@@ -39,6 +39,8 @@
 #include <unistd.h>
 #include <dirent.h>
 
+#include "check.h"
+#include "json.h"
 #include "tend/buf.h"
 #include "tend/status.h"
 
@@ -63,6 +65,14 @@ struct appstate {
 	size_t ndirty;
 	bool full;
 	bool polled; /* watch limit hit: rescanned periodically */
+	uint64_t held;	/* source items whose deletes the brake holds */
+	bool approved;	/* `approve`: the next pass may delete them */
+	char *plan;	/* the last "plan" event line, NULL if none */
+	size_t nplan;
+	/* for the dashboard: counted on full passes, kept up to date by
+	 * the incremental ones; -1 until known */
+	int64_t components, states;
+	uint64_t errors; /* failed actions and components in the last pass */
 };
 
 struct client {
@@ -224,9 +234,17 @@ status_line(struct agent *a, struct tend_buf *b)
 	    (unsigned long long)a->passes, nwatches(a),
 	    (unsigned long long)a->overflows, queued);
 	for (size_t i = 0; i < a->napps; i++) {
-		if (i)
-			tend_buf_puts(b, ", ");
+		struct appstate *s = &a->apps[i];
+
+		tend_buf_puts(b, i ? ", {\"name\": " : "{\"name\": ");
 		tend_buf_json(b, a->ws->cfg.apps[i].name);
+		tend_buf_printf(b,
+		    ", \"components\": %lld, \"states\": %lld, "
+		    "\"pending\": %zu, \"errors\": %llu, \"held\": %llu, "
+		    "\"queued\": %zu}",
+		    (long long)s->components, (long long)s->states, s->nplan,
+		    (unsigned long long)s->errors, (unsigned long long)s->held,
+		    s->ndirty + s->full);
 	}
 	tend_buf_printf(b, "], \"last\": %s}\n",
 	    a->last_summary[0] ? a->last_summary : "null");
@@ -402,7 +420,7 @@ arm_timer(struct agent *a)
 {
 	struct itimerspec it = {0};
 
-	if (a->first_ms && !a->paused) {
+	if (a->first_ms) {
 		uint64_t due = a->last_ms + a->ws->cfg.debounce_ms;
 		uint64_t cap = a->first_ms + a->ws->cfg.max_delay_ms;
 		uint64_t now = now_ms();
@@ -490,51 +508,123 @@ on_inotify(struct agent *a)
 struct pass_ctx {
 	struct agent *a;
 	uint64_t created, updated, deleted, failed, errors;
+	bool preview;		/* collecting a plan */
+	/* the plan's actions: JSON members, and whether each is a delete */
+	char **plan;
+	bool *plan_del;
+	size_t nplan;
 };
+
+/* A container's per-pass refresh of the same record: not worth showing */
+static bool
+is_refresh(const struct tend_event *ev)
+{
+	return ev->container && !ev->record_changed && !ev->invalidation &&
+	    ev->op != TEND_OP_DELETE;
+}
+
+/* The fields every action event has: what, where, who declared it and
+ * why - the dashboard's provenance. */
+static void
+action_fields(struct tend_buf *b, const struct tend_event *ev)
+{
+	struct tend_buf t = TEND_BUF_INIT;
+
+	tend_buf_puts(b, "\"app\": ");
+	tend_buf_json(b, ev->app);
+	if (ev->provider) {
+		tend_buf_printf(b, ", \"op\": \"%c\", \"provider\": ",
+		    (char)ev->op);
+		tend_buf_json(b, ev->provider);
+		tend_buf_puts(b, ", \"key\": ");
+		tend_buf_json(b, ev->key);
+		tend_display_path(&t, ev->provider, ev->key);
+		tend_buf_puts(b, ", \"path\": ");
+		tend_buf_json(b, t.ptr);
+		tend_buf_reset(&t);
+		tend_buf_printf(b, ", \"nprev\": %u, \"missing\": %s, "
+				   "\"container\": %s",
+		    ev->nprev, ev->prev_may_be_missing ? "true" : "false",
+		    ev->container ? "true" : "false");
+		if (ev->invalidation)
+			tend_buf_printf(b, ", \"invalidation\": \"%s\"",
+			    ev->invalidation == 1 ? "lossy" : "destructive");
+	}
+	if (ev->component) {
+		tend_buf_puts(b, ", \"component\": ");
+		tend_buf_json(b, ev->component);
+		if (ev->invalidation)
+			tend_buf_printf(&t, "container invalidated (%s)",
+			    ev->invalidation == 1 ? "lossy" : "destructive");
+		else if (tend_app_why(ev->component, &t) != 0)
+			tend_buf_puts(&t, "");
+		tend_buf_puts(b, ", \"why\": ");
+		tend_buf_json(b, t.ptr ? t.ptr : "");
+	}
+	tend_buf_release(&t);
+}
 
 static void
 on_engine_event(const struct tend_event *ev, void *arg)
 {
 	struct pass_ctx *pc = arg;
 	struct tend_buf line = TEND_BUF_INIT;
+	const char *name;
 
 	if (!pc)
 		return;
-	if (ev->kind == TEND_EV_ACTION_APPLIED) {
-		if (ev->container && !ev->record_changed && !ev->invalidation &&
-		    ev->op != TEND_OP_DELETE)
-			return; /* a container's per-pass refresh */
-		if (ev->container && ev->op != TEND_OP_DELETE)
+	switch (ev->kind) {
+	case TEND_EV_ACTION_PLANNED:
+		if (is_refresh(ev) || ev->preview != pc->preview)
 			return;
-		if (ev->op == TEND_OP_CREATE)
-			pc->created++;
-		else if (ev->op == TEND_OP_UPDATE)
-			pc->updated++;
-		else
-			pc->deleted++;
-	} else if (ev->kind == TEND_EV_ACTION_FAILED)
+		if (pc->preview) {
+			/* whether a delete is held is known after the pass */
+			action_fields(&line, ev);
+			pc->plan = tend_xrealloc(pc->plan,
+			    (pc->nplan + 1) * sizeof *pc->plan);
+			pc->plan_del = tend_xrealloc(pc->plan_del,
+			    (pc->nplan + 1) * sizeof *pc->plan_del);
+			pc->plan_del[pc->nplan] = ev->op == TEND_OP_DELETE;
+			pc->plan[pc->nplan++] = tend_buf_detach(&line, NULL);
+			return;
+		}
+		name = "action_pending";
+		break;
+	case TEND_EV_ACTION_APPLIED:
+		if (is_refresh(ev) || pc->preview)
+			return;
+		if (!ev->container || ev->op == TEND_OP_DELETE) {
+			if (ev->op == TEND_OP_CREATE)
+				pc->created++;
+			else if (ev->op == TEND_OP_UPDATE)
+				pc->updated++;
+			else
+				pc->deleted++;
+		}
+		name = "action_applied";
+		break;
+	case TEND_EV_ACTION_FAILED:
 		pc->failed++;
-	else if (ev->kind == TEND_EV_COMPONENT_ERROR)
+		name = "action_failed";
+		break;
+	case TEND_EV_COMPONENT_ERROR:
 		pc->errors++;
-	else
+		name = "error";
+		break;
+	default:
 		return;
-	tend_buf_printf(&line, "{\"event\": \"%s\", \"app\": ",
-	    ev->kind == TEND_EV_ACTION_APPLIED ? "action_applied"
-	    : ev->kind == TEND_EV_ACTION_FAILED ? "action_failed" : "error");
-	tend_buf_json(&line, ev->app);
-	if (ev->kind != TEND_EV_COMPONENT_ERROR) {
-		tend_buf_printf(&line, ", \"op\": \"%c\", \"provider\": ",
-		    (char)ev->op);
-		tend_buf_json(&line, ev->provider);
-		tend_buf_puts(&line, ", \"key\": ");
-		tend_buf_json(&line, ev->key);
 	}
-	if (ev->kind != TEND_EV_ACTION_APPLIED) {
+	tend_buf_printf(&line, "{\"event\": \"%s\", ", name);
+	action_fields(&line, ev);
+	if (ev->kind == TEND_EV_ACTION_FAILED ||
+	    ev->kind == TEND_EV_COMPONENT_ERROR) {
 		tend_buf_puts(&line, ", \"error\": ");
 		tend_buf_json(&line, ev->error ? ev->error : "");
 	}
 	tend_buf_puts(&line, "}\n");
-	broadcast_ex(pc->a, line.ptr, ev->kind == TEND_EV_ACTION_APPLIED);
+	/* per-action lines are what a lagging client loses first */
+	broadcast_ex(pc->a, line.ptr, ev->kind == TEND_EV_ACTION_APPLIED ||
+	    ev->kind == TEND_EV_ACTION_PLANNED);
 	tend_buf_release(&line);
 }
 
@@ -547,44 +637,111 @@ engine_event(const struct tend_event *ev, void *arg)
 	on_engine_event(ev, current_pass);
 }
 
+static void
+plan_set(struct agent *a, size_t i, const char *actions, size_t n)
+{
+	struct appstate *s = &a->apps[i];
+	struct tend_buf line = TEND_BUF_INIT;
+
+	if (!n && !s->nplan && s->plan)
+		return; /* still nothing */
+	tend_buf_puts(&line, "{\"event\": \"plan\", \"app\": ");
+	tend_buf_json(&line, a->ws->cfg.apps[i].name);
+	tend_buf_printf(&line, ", \"held\": %llu, \"actions\": [%s]}\n",
+	    (unsigned long long)s->held, actions ? actions : "");
+	free(s->plan);
+	s->plan = tend_buf_detach(&line, NULL);
+	s->nplan = n;
+	broadcast(a, s->plan);
+}
+
+/*
+ * What the next pass of app i would do, without doing it: the queued
+ * changes of a paused agent, or the deletes the brake holds back. A
+ * preview pass (one write transaction, aborted) of the same paths, with
+ * deletes allowed so the held ones are listed too, marked held.
+ */
+static void
+plan_preview(struct agent *a, size_t i)
+{
+	struct appstate *s = &a->apps[i];
+	struct tend_app_config *app = &a->ws->cfg.apps[i];
+	struct pass_ctx pc = {.a = a, .preview = true};
+	struct tend_sync_opts o = {.preview = true, .allow_delete = true};
+	struct tend_app_result res;
+	struct tend_buf all = TEND_BUF_INIT;
+
+	current_pass = &pc;
+	if (s->full || s->polled || s->held)
+		tend_app_sync(a->ws, app, &o, &res);
+	else
+		tend_app_sync_paths(a->ws, app, s->dirty, s->ndirty, &o, &res);
+	current_pass = NULL;
+	bool hold = res.brake && !a->o->allow_delete && !s->approved;
+	for (size_t k = 0; k < pc.nplan; k++) {
+		tend_buf_printf(&all, "%s{%s, \"held\": %s}", k ? ", " : "",
+		    pc.plan[k], hold && pc.plan_del[k] ? "true" : "false");
+		free(pc.plan[k]);
+	}
+	free(pc.plan);
+	free(pc.plan_del);
+	tend_app_result_finish(&res);
+	plan_set(a, i, all.ptr, pc.nplan);
+	tend_buf_release(&all);
+}
+
+static void
+on_count(const struct tend_state_info *si, void *arg)
+{
+	int64_t *states = arg;
+
+	*states += !si->container;
+}
+
 static int load_apps(struct agent *a);
+
+static void
+reload_config(struct agent *a)
+{
+	struct tend_buf err = TEND_BUF_INIT;
+
+	a->reload = false;
+	size_t nold = a->ws->cfg.napps;
+	char **old = tend_xcalloc(nold + 1, sizeof *old);
+	for (size_t i = 0; i < nold; i++)
+		old[i] = tend_xstrdup(a->ws->cfg.apps[i].name);
+	if (tend_ws_reload(a->ws, &err) != 0)
+		logf_(a, 0, "tend.conf: keeping the previous config:\n%s",
+		    err.ptr);
+	/* an app gone from the config is not dropped behind the user's
+	 * back: say so */
+	for (size_t i = 0; i < nold; i++) {
+		if (!tend_ws_app(a->ws, old[i])) {
+			struct tend_buf line = TEND_BUF_INIT;
+
+			logf_(a, 0, "app %s is no longer in tend.conf: its "
+				    "targets stay; tend drop %s removes them",
+			    old[i], old[i]);
+			tend_buf_puts(&line, "{\"event\": \"app_gone\", "
+					     "\"app\": ");
+			tend_buf_json(&line, old[i]);
+			tend_buf_puts(&line, "}\n");
+			broadcast(a, line.ptr);
+			tend_buf_release(&line);
+		}
+		free(old[i]);
+	}
+	free(old);
+	tend_buf_release(&err);
+	load_apps(a);
+}
 
 static void
 run_passes(struct agent *a, bool all)
 {
 	a->first_ms = a->last_ms = 0;
 	if (a->reload) {
-		struct tend_buf err = TEND_BUF_INIT;
-
-		a->reload = false;
-		size_t nold = a->ws->cfg.napps;
-		char **old = tend_xcalloc(nold + 1, sizeof *old);
-		for (size_t i = 0; i < nold; i++)
-			old[i] = tend_xstrdup(a->ws->cfg.apps[i].name);
-		if (tend_ws_reload(a->ws, &err) != 0)
-			logf_(a, 0, "tend.conf: keeping the previous config:\n%s",
-			    err.ptr);
-		/* an app gone from the config is not dropped behind the
-		 * user's back: say so */
-		for (size_t i = 0; i < nold; i++) {
-			if (!tend_ws_app(a->ws, old[i])) {
-				struct tend_buf line = TEND_BUF_INIT;
-
-				logf_(a, 0, "app %s is no longer in tend.conf: "
-					    "its targets stay; tend drop %s removes "
-					    "them", old[i], old[i]);
-				tend_buf_puts(&line, "{\"event\": \"app_gone\", "
-						     "\"app\": ");
-				tend_buf_json(&line, old[i]);
-				tend_buf_puts(&line, "}\n");
-				broadcast(a, line.ptr);
-				tend_buf_release(&line);
-			}
-			free(old[i]);
-		}
-		free(old);
-		tend_buf_release(&err);
-		load_apps(a);
+		reload_config(a);
 		all = true;
 	}
 	for (size_t i = 0; i < a->napps; i++) {
@@ -592,7 +749,8 @@ run_passes(struct agent *a, bool all)
 		struct tend_app_config *app = &a->ws->cfg.apps[i];
 		struct pass_ctx pc = {.a = a};
 		struct tend_app_result res;
-		struct tend_sync_opts o = {.allow_delete = a->o->allow_delete};
+		struct tend_sync_opts o = {
+		    .allow_delete = a->o->allow_delete || s->approved};
 		struct tend_buf line = TEND_BUF_INIT;
 		uint64_t t0 = now_ms();
 		int rc;
@@ -604,8 +762,10 @@ run_passes(struct agent *a, bool all)
 		tend_buf_puts(&line, "}\n");
 		broadcast(a, line.ptr);
 		tend_buf_reset(&line);
+		bool full = all || s->full || s->polled || s->approved ||
+		    s->components < 0;
 		current_pass = &pc;
-		if (all || s->full || s->polled)
+		if (full)
 			rc = tend_app_sync(a->ws, app, &o, &res);
 		else
 			rc = tend_app_sync_paths(a->ws, app, s->dirty, s->ndirty,
@@ -619,6 +779,22 @@ run_passes(struct agent *a, bool all)
 		s->dirty = NULL;
 		s->ndirty = 0;
 		s->full = false;
+		s->approved = false;
+		s->held = res.held_deletes;
+		s->errors = pc.failed + pc.errors;
+		if (full) {
+			s->states = 0;
+			tend_engine_list(a->ws->eng, app->name, on_count,
+			    &s->states);
+			/* the root, and one per source file (an aggregate
+			 * is one for all of them) */
+			s->components = 1 + (app->target == TEND_TARGET_FILE
+				? 1 : (int64_t)res.files);
+		} else if (s->states >= 0) {
+			s->states += (int64_t)pc.created - (int64_t)pc.deleted;
+			s->components += (int64_t)res.new_items -
+			    (int64_t)res.gone_items;
+		}
 		if (rc)
 			logf_(a, 0, "%s: %s", app->name, tend_error_last());
 		tend_buf_puts(&line, "{\"event\": \"pass_finished\", \"app\": ");
@@ -652,44 +828,260 @@ run_passes(struct agent *a, bool all)
 		    (unsigned long long)pc.updated,
 		    (unsigned long long)pc.deleted,
 		    (unsigned long long)a->last_pass_ms);
+		/* what is left to do: the deletes held back, or nothing */
+		if (s->held)
+			plan_preview(a, i);
+		else
+			plan_set(a, i, NULL, 0);
 	}
+}
+
+/* Paused: keep the plan of each app's queued changes up to date. */
+static void
+plan_paused(struct agent *a)
+{
+	if (a->reload)
+		reload_config(a);
+	for (size_t i = 0; i < a->napps; i++) {
+		struct appstate *s = &a->apps[i];
+
+		if (s->full || s->ndirty)
+			plan_preview(a, i);
+	}
+	a->first_ms = a->last_ms = 0;
 }
 
 /* ---- the control socket ---- */
 
+#define STATES_MAX 500 /* children in one "states" answer */
+
+struct state_child {
+	char *name;	/* "a.md", or "howto/" for a directory */
+	char *info;	/* owner, record...: JSON members, or NULL */
+	size_t count;	/* states below a directory */
+};
+
+struct states_ctx {
+	const char *prefix;
+	size_t plen;
+	struct state_child *v;
+	size_t n, cap;
+};
+
+/* A state's place in the dashboard's tree: its display path, with a
+ * container as a directory ("public/"). */
+static void
+on_state_level(const struct tend_state_info *si, void *arg)
+{
+	struct states_ctx *sc = arg;
+	struct tend_buf path = TEND_BUF_INIT, info = TEND_BUF_INIT;
+	const char *p = si->path;
+
+	if (strncmp(p, "/@tend/dir/", 11) == 0)
+		p += 11;
+	else if (strncmp(p, "/@tend/file/", 12) == 0)
+		p += 12;
+	else if (p[0] == '/')
+		p++;
+	tend_buf_puts(&path, p);
+	if (si->container && path.len && path.ptr[path.len - 1] != '/')
+		tend_buf_putc(&path, '/');
+	if (path.len <= sc->plen ||
+	    strncmp(path.ptr, sc->prefix, sc->plen) != 0) {
+		tend_buf_release(&path);
+		return;
+	}
+	const char *rest = path.ptr + sc->plen;
+	const char *slash = strchr(rest, '/');
+	size_t nl = slash ? (size_t)(slash - rest) + 1 : strlen(rest);
+	bool self = !slash || !slash[1]; /* the state itself, not below */
+	if (self) {
+		tend_buf_puts(&info, "\"owner\": ");
+		tend_buf_json(&info, si->component);
+		tend_buf_puts(&info, ", \"record\": \"");
+		for (size_t i = 0; si->record && i < si->len && i < 17; i++)
+			tend_buf_printf(&info, "%02x", si->record[i]);
+		tend_buf_printf(&info, "\", \"container\": %s, \"pending\": %s",
+		    si->container ? "true" : "false",
+		    si->pending ? "true" : "false");
+	}
+	if (sc->n == sc->cap) {
+		sc->cap = sc->cap ? sc->cap * 2 : 64;
+		sc->v = tend_xrealloc(sc->v, sc->cap * sizeof *sc->v);
+	}
+	sc->v[sc->n++] = (struct state_child){
+	    .name = tend_xmemdup(rest, nl + 1),
+	    .info = self ? tend_buf_detach(&info, NULL) : NULL,
+	    .count = self ? 0 : 1};
+	sc->v[sc->n - 1].name[nl] = '\0';
+	tend_buf_release(&info);
+	tend_buf_release(&path);
+}
+
+static int
+cmp_child(const void *x, const void *y)
+{
+	return strcmp(((const struct state_child *)x)->name,
+	    ((const struct state_child *)y)->name);
+}
+
+/*
+ * One level of the tracking-state tree: the states whose display path
+ * starts with `prefix`, deeper ones folded into their directory with a
+ * count, sorted by name. At most STATES_MAX children are listed; "total"
+ * says how many there are.
+ */
+static void
+states_reply(struct agent *a, const char *app, const char *prefix,
+    struct tend_buf *out)
+{
+	struct states_ctx sc = {.prefix = prefix, .plen = strlen(prefix)};
+	size_t listed = 0, total = 0;
+
+	if (!tend_ws_app(a->ws, app)) {
+		tend_buf_puts(out, "{\"event\": \"error\", \"error\": \"no such "
+				   "app\"}\n");
+		return;
+	}
+	int rc = tend_engine_list(a->ws->eng, app, on_state_level, &sc);
+	qsort(sc.v, sc.n, sizeof *sc.v, cmp_child);
+	tend_buf_puts(out, "{\"event\": \"states\", \"app\": ");
+	tend_buf_json(out, app);
+	tend_buf_puts(out, ", \"prefix\": ");
+	tend_buf_json(out, prefix);
+	tend_buf_puts(out, ", \"children\": [");
+	for (size_t i = 0; i < sc.n;) {
+		struct state_child *c = &sc.v[i];
+		const char *info = NULL;
+		size_t count = 0, j = i;
+
+		/* merge a directory's entries and its own state */
+		for (; j < sc.n && strcmp(sc.v[j].name, c->name) == 0; j++) {
+			count += sc.v[j].count;
+			if (sc.v[j].info)
+				info = sc.v[j].info;
+		}
+		total++;
+		if (listed < STATES_MAX) {
+			size_t nl = strlen(c->name);
+
+			tend_buf_puts(out, listed++ ? ", {\"name\": "
+						    : "{\"name\": ");
+			tend_buf_json(out, c->name);
+			tend_buf_printf(out, ", \"dir\": %s, \"count\": %zu",
+			    c->name[nl - 1] == '/' ? "true" : "false", count);
+			if (info)
+				tend_buf_printf(out, ", %s", info);
+			tend_buf_putc(out, '}');
+		}
+		for (; i < j; i++) {
+			free(sc.v[i].name);
+			free(sc.v[i].info);
+		}
+	}
+	free(sc.v);
+	tend_buf_printf(out, "], \"total\": %zu, \"truncated\": %s", total,
+	    total > listed ? "true" : "false");
+	if (rc) {
+		tend_buf_puts(out, ", \"error\": ");
+		tend_buf_json(out, tend_error_last());
+	}
+	tend_buf_puts(out, "}\n");
+}
+
+static void
+due_now(struct agent *a)
+{
+	poke(a);
+	a->first_ms = a->last_ms = 1;
+}
+
+/*
+ * One command line: a word ("status") or a JSON object ({"cmd":
+ * "states", "app": "site", "prefix": "public/"}). Words after the
+ * command are its arguments ("states site public/").
+ */
 static void
 on_command(struct agent *a, struct client *c, const char *line)
 {
-	char cmd[32] = "";
-	const char *q = strstr(line, "\"cmd\"");
-
-	if (q && (q = strchr(q + 5, '"')))
-		sscanf(q + 1, "%31[a-z]", cmd);
-	else
-		sscanf(line, " %31[a-z]", cmd);
+	char cmd[32] = "", arg1[256] = "", arg2[1024] = "";
 	struct tend_buf out = TEND_BUF_INIT;
+	const char *p = line;
+
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (*p == '{') {
+		char err[128];
+		struct tend_json *j = tend_json_parse(p, strlen(p), err,
+		    sizeof err);
+
+		if (!j || j->type != TEND_JSON_OBJ) {
+			tend_buf_puts(&out, "{\"event\": \"error\", \"error\": ");
+			tend_buf_json(&out, j ? "not an object" : err);
+			tend_buf_puts(&out, "}\n");
+			client_send(a, c, out.ptr);
+			tend_buf_release(&out);
+			tend_json_free(j);
+			return;
+		}
+		snprintf(cmd, sizeof cmd, "%s", tend_json_str(j, "cmd", ""));
+		snprintf(arg1, sizeof arg1, "%s", tend_json_str(j, "app", ""));
+		snprintf(arg2, sizeof arg2, "%s",
+		    tend_json_str(j, "prefix", ""));
+		tend_json_free(j);
+	} else
+		sscanf(p, "%31s %255s %1023s", cmd, arg1, arg2);
 	if (strcmp(cmd, "status") == 0) {
 		status_line(a, &out);
 	} else if (strcmp(cmd, "subscribe") == 0) {
 		c->subscribed = true;
 		tend_buf_puts(&out, "{\"event\": \"subscribed\"}\n");
+		/* what is pending now, so a new dashboard shows it */
+		for (size_t i = 0; i < a->napps; i++)
+			if (a->apps[i].plan)
+				tend_buf_puts(&out, a->apps[i].plan);
 	} else if (strcmp(cmd, "sync") == 0 || strcmp(cmd, "rescan") == 0) {
 		for (size_t i = 0; i < a->napps; i++)
 			a->apps[i].full = true;
-		poke(a);
-		a->first_ms = a->last_ms = 1; /* due now */
+		due_now(a);
 		c->want_done = cmd[0] == 's';
 		tend_buf_printf(&out, "{\"event\": \"ok\", \"cmd\": \"%s\"}\n",
 		    cmd);
+	} else if (strcmp(cmd, "approve") == 0) {
+		uint64_t n = 0;
+
+		for (size_t i = 0; i < a->napps; i++) {
+			struct appstate *s = &a->apps[i];
+
+			if (!s->held || (*arg1 &&
+					    strcmp(arg1, a->ws->cfg.apps[i].name)))
+				continue;
+			n += s->held;
+			s->approved = s->full = true;
+		}
+		if (n)
+			due_now(a);
+		tend_buf_printf(&out, "{\"event\": \"ok\", \"cmd\": \"approve\", "
+				      "\"approved\": %llu}\n",
+		    (unsigned long long)n);
+	} else if (strcmp(cmd, "states") == 0) {
+		states_reply(a, arg1, arg2, &out);
 	} else if (strcmp(cmd, "pause") == 0 || strcmp(cmd, "resume") == 0) {
 		a->paused = cmd[0] == 'p';
 		tend_buf_printf(&out, "{\"event\": \"ok\", \"cmd\": \"%s\"}\n",
 		    cmd);
-		if (!a->paused)
-			poke(a);
-	} else
-		tend_buf_puts(&out, "{\"event\": \"error\", \"error\": \"unknown "
-				    "command\"}\n");
+		poke(a);
+		/* tell every dashboard */
+		broadcast(a, a->paused ? "{\"event\": \"paused\"}\n"
+				       : "{\"event\": \"resumed\"}\n");
+	} else {
+		tend_buf_puts(&out, "{\"event\": \"error\", \"error\": "
+				    "\"unknown command: ");
+		for (const char *q = cmd; *q; q++)
+			if (*q >= 'a' && *q <= 'z')
+				tend_buf_putc(&out, *q);
+		tend_buf_puts(&out, "\"}\n");
+	}
 	client_send(a, c, out.ptr);
 	tend_buf_release(&out);
 	arm_timer(a);
@@ -816,6 +1208,20 @@ listen_socket(struct agent *a)
 	return 0;
 }
 
+static void
+apps_free(struct agent *a)
+{
+	for (size_t i = 0; i < a->napps; i++) {
+		for (size_t k = 0; k < a->apps[i].ndirty; k++)
+			free(a->apps[i].dirty[k]);
+		free(a->apps[i].dirty);
+		free(a->apps[i].plan);
+	}
+	free(a->apps);
+	a->apps = NULL;
+	a->napps = 0;
+}
+
 static int
 load_apps(struct agent *a)
 {
@@ -827,16 +1233,12 @@ load_apps(struct agent *a)
 		free(a->dirs[i].refs);
 	}
 	a->ndirs = 0;
-	for (size_t i = 0; i < a->napps; i++) {
-		for (size_t k = 0; k < a->apps[i].ndirty; k++)
-			free(a->apps[i].dirty[k]);
-		free(a->apps[i].dirty);
-	}
-	free(a->apps);
+	apps_free(a);
 	a->napps = a->ws->cfg.napps;
 	a->apps = tend_xcalloc(a->napps + 1, sizeof *a->apps);
 	for (size_t i = 0; i < a->napps; i++) {
 		a->apps[i].full = true;
+		a->apps[i].components = a->apps[i].states = -1;
 		watch_tree(a, i, "");
 	}
 	a->wd_conf = inotify_add_watch(a->ino, a->ws->root,
@@ -858,7 +1260,8 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 	    (rc = listen_socket(&a)))
 		goto out;
 	tend_engine_subscribe(ws->eng,
-	    TEND_EV_MASK(TEND_EV_ACTION_APPLIED) |
+	    TEND_EV_MASK(TEND_EV_ACTION_PLANNED) |
+		TEND_EV_MASK(TEND_EV_ACTION_APPLIED) |
 		TEND_EV_MASK(TEND_EV_ACTION_FAILED) |
 		TEND_EV_MASK(TEND_EV_COMPONENT_ERROR),
 	    engine_event, NULL);
@@ -926,7 +1329,9 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 
 				if (read(a.tmr, &x, sizeof x) < 0 && errno != EAGAIN)
 					break;
-				if (!a.paused && !a.stop) {
+				if (a.paused && !a.stop)
+					plan_paused(&a);
+				else if (!a.stop) {
 					run_passes(&a, false);
 					for (int k = 0; k < MAX_CLIENTS; k++) {
 						struct client *c = &a.clients[k];
@@ -961,12 +1366,7 @@ out:
 		free(a.dirs[i].refs);
 	}
 	free(a.dirs);
-	for (size_t i = 0; i < a.napps; i++) {
-		for (size_t k = 0; k < a.apps[i].ndirty; k++)
-			free(a.apps[i].dirty[k]);
-		free(a.apps[i].dirty);
-	}
-	free(a.apps);
+	apps_free(&a);
 	int fds2[] = {a.sig, a.ino, a.tmr, a.ep, a.lst};
 	for (size_t i = 0; i < 5; i++)
 		if (fds2[i] > 0)
