@@ -9,6 +9,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 #include "check.h"
 #include "inspect.h"
 #include "store.h"
+#include "top.h"
 #include "watch.h"
 #include "tend/buf.h"
 #include "tend/plugin.h"
@@ -34,7 +37,7 @@
 struct cli {
 	const char *cmd;
 	const char *dir, *conf;
-	bool json, quiet, full, allow_delete, help, daemon;
+	bool json, quiet, full, allow_delete, help, daemon, tui;
 	int verbose;
 	int color; /* -1 auto, 0 never, 1 always */
 	char **apps;
@@ -59,6 +62,7 @@ static const char *const usage_text =
     "  check [APP]      compare targets with the tracking records\n"
     "  drop  APP...     revert every target state of the app, forget it\n"
     "  watch            the agent: catch up, then follow changes (inotify)\n"
+    "  top              the dashboard of a running agent (ncurses)\n"
     "\n"
     "Options:\n"
     "  -C DIR           run as if started in DIR\n"
@@ -105,9 +109,11 @@ static const struct {
 		  "Read every tracked target and compare it with its "
 		  "tracking record.\nExit status 1 when something drifted; "
 		  "`tend sync --full` repairs it.\n"},
-	{"watch", "usage: tend watch [--daemon] [--allow-delete] [-v]\n\n"
+	{"watch", "usage: tend watch [--daemon | --tui] [--allow-delete] [-v]\n\n"
 		  "--daemon detaches once the catch-up pass is done and logs "
-		  "to\n.tend/agent.log.\n\n"
+		  "to\n.tend/agent.log. --tui runs the dashboard (tend top) in "
+		  "the same\nprocess and logs to .tend/agent.log; quitting it "
+		  "stops the agent.\n\n"
 		  "Catch up once, then follow every app's sources with inotify "
 		  "and apply\nchanges as they happen (debounce and max-delay "
 		  "from [tend] in tend.conf).\nChanged files re-run only their "
@@ -119,6 +125,19 @@ static const struct {
 		  "`tend status` and `tend sync` ask it\nthrough "
 		  ".tend/agent.sock (JSON lines; commands: status, sync, "
 		  "pause,\nresume, rescan, subscribe).\n"},
+	{"top", "usage: tend top\n\n"
+		"The dashboard of the workspace's running agent: the header "
+		"(agent state,\nwatches, overflows, queue, last pass), apps, "
+		"pending actions (the live\nplan, and deletes the delete brake "
+		"holds), recent activity and errors,\nand the tracked states as "
+		"a tree. Enter on an action says why it\nhappens: the app and "
+		"component that declared it, the source change that\ncaused it, "
+		"the reconcile inputs. Keys: q quit, ? help, Tab panel, /\n"
+		"filter, j/k/arrows/PgUp/PgDn, Enter details or expand, s sync, "
+		"p pause\nor resume, r rescan, a approve held deletes. "
+		"NO_COLOR turns colors off.\nWithout a running agent it says "
+		"so and exits 1: start one with\n`tend watch --daemon`, or run "
+		"both at once with `tend watch --tui`.\n"},
 	{"drop", "usage: tend drop APP...\n\n"
 		 "Revert every target state the app created (delete what it "
 		 "wrote), then\nforget the app. Not braked: it is explicit.\n"},
@@ -691,6 +710,92 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 	return status;
 }
 
+struct agent_thread {
+	struct tend_ws *ws;
+	struct tend_agent_opts *ao;
+	int rc;
+	char msg[512]; /* its error (errors are per thread) */
+	int done_fd; /* closed when the agent returns */
+};
+
+static void *
+agent_thread(void *arg)
+{
+	struct agent_thread *t = arg;
+	sigset_t m;
+
+	/* the dashboard's thread takes resizes and ^C */
+	sigemptyset(&m);
+	sigaddset(&m, SIGWINCH);
+	sigaddset(&m, SIGINT);
+	sigaddset(&m, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &m, NULL);
+	t->rc = tend_agent_run(t->ws, t->ao);
+	if (t->rc)
+		snprintf(t->msg, sizeof t->msg, "%s", tend_error_last());
+	close(t->done_fd);
+	return NULL;
+}
+
+/*
+ * tend watch --tui: the agent on a thread of its own, the dashboard on
+ * this one, talking over the agent's socket like tend top does. The
+ * agent logs to state/agent.log (the terminal is the dashboard's);
+ * quitting the dashboard stops the agent as SIGTERM would.
+ */
+static int
+watch_tui(struct tend_ws *ws, struct tend_agent_opts *ao)
+{
+	int stop[2], done[2];
+	struct tend_buf log = TEND_BUF_INIT;
+	struct agent_thread t = {.ws = ws, .ao = ao};
+	pthread_t th;
+	sigset_t m;
+
+	if (!isatty(1)) {
+		fprintf(stderr, "tend watch --tui: standard output is not a "
+				"terminal\n");
+		return TEND_EINVALID;
+	}
+	if (pipe2(stop, O_CLOEXEC) != 0 || pipe2(done, O_CLOEXEC) != 0)
+		return tend_error_set(TEND_ERROR, "pipe: %s", strerror(errno));
+	mkdir(ws->state_dir, 0700);
+	tend_buf_printf(&log, "%s/agent.log", ws->state_dir);
+	int lfd = open(log.ptr, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+	    0600);
+	int saved = dup(2);
+	if (lfd >= 0) {
+		dup2(lfd, 2);
+		close(lfd);
+	}
+	/* SIGHUP reloads the agent's config: its signalfd takes it */
+	sigemptyset(&m);
+	sigaddset(&m, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &m, NULL);
+	ao->stop_fd = stop[0];
+	t.done_fd = done[1];
+	if (pthread_create(&th, NULL, agent_thread, &t) != 0) {
+		tend_buf_release(&log);
+		return tend_error_set(TEND_ERROR, "thread: %s",
+		    strerror(errno));
+	}
+	struct tend_top_opts to = {.state_dir = ws->state_dir,
+	    .workspace = ws->root, .agent_done_fd = done[0]};
+	tend_top_run(&to);
+	if (write(stop[1], "q", 1) < 0)
+		perror("tend watch: stop");
+	pthread_join(th, NULL);
+	if (saved >= 0) {
+		dup2(saved, 2);
+		close(saved);
+	}
+	close(stop[0]);
+	close(stop[1]);
+	close(done[0]);
+	tend_buf_release(&log);
+	return t.rc ? tend_error_set(t.rc, "%s", t.msg) : 0;
+}
+
 static void
 parse_args(struct cli *c, int argc, char **argv)
 {
@@ -716,6 +821,8 @@ parse_args(struct cli *c, int argc, char **argv)
 			c->allow_delete = true;
 		else if (strcmp(a, "--daemon") == 0)
 			c->daemon = true;
+		else if (strcmp(a, "--tui") == 0)
+			c->tui = true;
 		else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
 			c->help = true;
 		else if (strcmp(a, "--version") == 0) {
@@ -793,9 +900,16 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 		rc = cmd_ls_check(&c, &ws, true);
 	else if (strcmp(c.cmd, "status") == 0)
 		rc = cmd_status(&c, &ws);
+	else if (strcmp(c.cmd, "top") == 0) {
+		struct tend_top_opts to = {.state_dir = ws.state_dir,
+		    .workspace = ws.root, .agent_done_fd = -1};
+
+		rc = tend_top_run(&to);
+	}
 	else if (strcmp(c.cmd, "watch") == 0) {
 		struct tend_agent_opts ao = {.verbose = c.verbose,
-		    .allow_delete = c.allow_delete, .ready_fd = -1};
+		    .allow_delete = c.allow_delete, .ready_fd = -1,
+		    .stop_fd = -1};
 		const char *rfd = getenv("TEND_READY_FD");
 
 		if (rfd)
@@ -845,7 +959,12 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 			if (!ao.verbose)
 				ao.verbose = 1;
 		}
-		rc = tend_agent_run(&ws, &ao);
+		if (c.daemon && c.tui)
+			die_usage("--daemon and --tui do not go together");
+		if (c.tui)
+			rc = watch_tui(&ws, &ao);
+		else
+			rc = tend_agent_run(&ws, &ao);
 		if (rc) {
 			fprintf(stderr, "tend watch: %s\n", tend_error_last());
 			rc = rc == TEND_EEXISTS ? EXIT_USAGE : EXIT_FAIL;

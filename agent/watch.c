@@ -95,6 +95,7 @@ struct agent {
 	struct client clients[MAX_CLIENTS];
 	uint64_t first_ms, last_ms; /* debounce window */
 	bool paused, stop, reload;
+	bool forced; /* `sync` while paused: one round of passes anyway */
 	uint64_t passes, overflows, start_ms, last_pass_ms;
 	bool limit_reported;
 	char last_summary[512];
@@ -1045,6 +1046,7 @@ on_command(struct agent *a, struct client *c, const char *line)
 			a->apps[i].full = true;
 		due_now(a);
 		c->want_done = cmd[0] == 's';
+		a->forced |= cmd[0] == 's';
 		tend_buf_printf(&out, "{\"event\": \"ok\", \"cmd\": \"%s\"}\n",
 		    cmd);
 	} else if (strcmp(cmd, "approve") == 0) {
@@ -1279,10 +1281,11 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 		rc = tend_error_set(TEND_ERROR, "agent: %s", strerror(errno));
 		goto out;
 	}
-	int fds[] = {a.sig, a.ino, a.tmr, a.lst};
-	for (size_t i = 0; i < 4; i++) {
+	int fds[] = {a.sig, a.ino, a.tmr, a.lst, o->stop_fd};
+	for (size_t i = 0; i < 5; i++) {
 		struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
-		epoll_ctl(a.ep, EPOLL_CTL_ADD, fds[i], &ev);
+		if (fds[i] >= 0)
+			epoll_ctl(a.ep, EPOLL_CTL_ADD, fds[i], &ev);
 	}
 	/* watches first, then the catch-up pass: nothing falls between */
 	load_apps(&a);
@@ -1329,9 +1332,10 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 
 				if (read(a.tmr, &x, sizeof x) < 0 && errno != EAGAIN)
 					break;
-				if (a.paused && !a.stop)
+				if (a.paused && !a.forced && !a.stop)
 					plan_paused(&a);
 				else if (!a.stop) {
+					a.forced = false;
 					run_passes(&a, false);
 					for (int k = 0; k < MAX_CLIENTS; k++) {
 						struct client *c = &a.clients[k];
@@ -1347,6 +1351,8 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 				arm_timer(&a);
 			} else if (evs[i].data.fd == a.lst) {
 				on_accept(&a);
+			} else if (evs[i].data.fd == o->stop_fd) {
+				a.stop = true;
 			} else {
 				on_client(&a, evs[i].data.ptr, evs[i].events);
 			}

@@ -12,6 +12,7 @@ struct tend_agent_opts {
 	int verbose;
 	bool allow_delete;
 	int ready_fd;	    /* written "ready\n" after the catch-up, or -1 */
+	int stop_fd;	    /* readable: stop as on SIGTERM (-1: none) */
 };
 
 /*

@@ -1,0 +1,983 @@
+/*
+ * model.c - the dashboard's model (see model.h).
+ *
+ * The pending list is the agent's "plan" of each app (replaced whole)
+ * plus the actions of a running pass (action_pending); an applied or
+ * failed action leaves it for the activity list, which keeps the newest
+ * TM_ACTIVITY_MAX. The tree is loaded a level at a time as the user
+ * opens it, and reloaded after a pass of its app.
+ */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "json.h"
+
+const char *const tm_keys_line =
+    "q quit  ? help  Tab panel  / filter  Enter open  s sync  p pause  "
+    "r rescan  a approve";
+
+const char *const tm_help_text =
+    "tend top: what the agent is about to do, what it did, what it tracks\n"
+    "\n"
+    "  Tab, Shift-Tab   next, previous panel\n"
+    "  j k, arrows      move; PgUp PgDn Home End\n"
+    "  Enter            details (why an action happens), open a tree node\n"
+    "  /                filter the focused panel (Enter keeps, Esc clears)\n"
+    "  s                sync now (a full pass of every app)\n"
+    "  p                pause or resume the agent (changes then queue up\n"
+    "                   and show as pending)\n"
+    "  r                rescan the sources\n"
+    "  a                approve the deletes the delete brake holds\n"
+    "  ?                this help; Esc or ? closes it\n"
+    "  q                quit (the agent keeps running)\n"
+    "\n"
+    "Pending:  + create  ~ update  - delete  ! container invalidated\n"
+    "          HELD: a delete the delete brake keeps back until approved\n"
+    "Activity: applied actions and errors, newest first";
+
+static char *
+dup_or_null(const char *s)
+{
+	return s ? tend_xstrdup(s) : NULL;
+}
+
+static void
+action_free(struct tm_action *a)
+{
+	free(a->app);
+	free(a->path);
+	free(a->provider);
+	free(a->key);
+	free(a->component);
+	free(a->why);
+	free(a->error);
+	free(a->invalidation);
+}
+
+static void
+node_free(struct tm_node *n)
+{
+	for (size_t i = 0; i < n->nkids; i++)
+		node_free(&n->kids[i]);
+	free(n->kids);
+	free(n->app);
+	free(n->prefix);
+	free(n->name);
+	free(n->owner);
+	free(n->record);
+	memset(n, 0, sizeof *n);
+}
+
+void
+tm_init(struct tm_model *m, const char *workspace)
+{
+	memset(m, 0, sizeof *m);
+	m->workspace = tend_xstrdup(workspace ? workspace : "");
+	m->out = (struct tend_buf)TEND_BUF_INIT;
+	m->focus = TM_PENDING;
+	m->dirty = true;
+}
+
+static void
+pending_clear(struct tm_model *m)
+{
+	for (size_t i = 0; i < m->npending; i++)
+		action_free(&m->pending[i]);
+	free(m->pending);
+	m->pending = NULL;
+	m->npending = 0;
+}
+
+static void
+apps_clear(struct tm_model *m)
+{
+	for (size_t i = 0; i < m->napps; i++)
+		free(m->apps[i].name);
+	free(m->apps);
+	m->apps = NULL;
+	m->napps = 0;
+}
+
+void
+tm_free(struct tm_model *m)
+{
+	pending_clear(m);
+	for (size_t i = 0; i < m->nactivity; i++)
+		action_free(&m->activity[i]);
+	free(m->activity);
+	apps_clear(m);
+	node_free(&m->tree);
+	free(m->workspace);
+	tend_buf_release(&m->out);
+}
+
+void
+tm_connected(struct tm_model *m)
+{
+	m->conn = TM_LOADING;
+	/* a new agent may have another plan: start from its word */
+	pending_clear(m);
+	node_free(&m->tree);
+	tend_buf_puts(&m->out, "subscribe\nstatus\n");
+	m->dirty = true;
+}
+
+void
+tm_disconnected(struct tm_model *m)
+{
+	m->conn = m->conn == TM_CONNECTING ? TM_CONNECTING : TM_DISCONNECTED;
+	m->running[0] = '\0';
+	tend_buf_reset(&m->out);
+	m->dirty = true;
+}
+
+/* ---- the agent's events ---- */
+
+static void
+action_from(struct tm_action *a, const struct tend_json *j, double now)
+{
+	const char *op = tend_json_str(j, "op", "");
+
+	memset(a, 0, sizeof *a);
+	a->op = op[0] ? op[0] : 'E';
+	a->app = dup_or_null(tend_json_str(j, "app", ""));
+	a->path = dup_or_null(tend_json_str(j, "path", NULL));
+	a->provider = dup_or_null(tend_json_str(j, "provider", NULL));
+	a->key = dup_or_null(tend_json_str(j, "key", NULL));
+	a->component = dup_or_null(tend_json_str(j, "component", NULL));
+	a->why = dup_or_null(tend_json_str(j, "why", NULL));
+	a->error = dup_or_null(tend_json_str(j, "error", NULL));
+	a->invalidation = dup_or_null(tend_json_str(j, "invalidation", NULL));
+	if (a->invalidation)
+		a->op = '!';
+	a->held = tend_json_bool(j, "held", false);
+	a->nprev = (unsigned)tend_json_num(j, "nprev", 0);
+	a->missing = tend_json_bool(j, "missing", false);
+	a->time = now;
+}
+
+static bool
+same_state(const struct tm_action *a, const struct tm_action *b)
+{
+	return a->app && b->app && a->provider && b->provider && a->key &&
+	    b->key && strcmp(a->app, b->app) == 0 &&
+	    strcmp(a->provider, b->provider) == 0 &&
+	    strcmp(a->key, b->key) == 0;
+}
+
+static void
+pending_remove_if(struct tm_model *m, const char *app,
+    const struct tm_action *like, bool live_only)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < m->npending; i++) {
+		struct tm_action *p = &m->pending[i];
+		bool drop = like ? same_state(p, like)
+				 : strcmp(p->app, app) == 0 &&
+			(!live_only || p->live);
+
+		if (drop)
+			action_free(p);
+		else
+			m->pending[k++] = *p;
+	}
+	m->npending = k;
+}
+
+static void
+pending_add(struct tm_model *m, struct tm_action *a)
+{
+	m->pending = tend_xrealloc(m->pending,
+	    (m->npending + 1) * sizeof *m->pending);
+	m->pending[m->npending++] = *a;
+}
+
+static void
+activity_add(struct tm_model *m, struct tm_action *a)
+{
+	if (m->nactivity == TM_ACTIVITY_MAX)
+		action_free(&m->activity[--m->nactivity]);
+	else
+		m->activity = tend_xrealloc(m->activity,
+		    (m->nactivity + 1) * sizeof *m->activity);
+	memmove(m->activity + 1, m->activity,
+	    m->nactivity * sizeof *m->activity);
+	m->activity[0] = *a;
+	m->nactivity++;
+	/* keep the user's place when they scrolled down */
+	if (m->sel[TM_ACTIVITY])
+		m->sel[TM_ACTIVITY]++;
+}
+
+static void
+on_status(struct tm_model *m, const struct tend_json *j, double now)
+{
+	const struct tend_json *apps = tend_json_get(j, "apps");
+
+	m->conn = TM_READY;
+	m->status_at = now;
+	m->pid = (int)tend_json_num(j, "pid", 0);
+	m->paused = strcmp(tend_json_str(j, "state", ""), "paused") == 0;
+	m->uptime_ms = (uint64_t)tend_json_num(j, "uptime_ms", 0);
+	m->passes = (uint64_t)tend_json_num(j, "passes", 0);
+	m->watches = (uint64_t)tend_json_num(j, "watches", 0);
+	m->overflows = (uint64_t)tend_json_num(j, "overflows", 0);
+	m->queue = (uint64_t)tend_json_num(j, "queue", 0);
+	apps_clear(m);
+	if (apps && apps->type == TEND_JSON_ARR) {
+		m->apps = tend_xcalloc(apps->len + 1, sizeof *m->apps);
+		for (const struct tend_json *a = apps->child; a; a = a->next) {
+			struct tm_app *t = &m->apps[m->napps++];
+
+			t->name = tend_xstrdup(a->type == TEND_JSON_STR
+				? a->s : tend_json_str(a, "name", "?"));
+			t->components = (long long)tend_json_num(a,
+			    "components", -1);
+			t->states = (long long)tend_json_num(a, "states", -1);
+			t->pending = (unsigned long long)tend_json_num(a,
+			    "pending", 0);
+			t->errors = (unsigned long long)tend_json_num(a,
+			    "errors", 0);
+			t->held = (unsigned long long)tend_json_num(a, "held", 0);
+			t->queued = (unsigned long long)tend_json_num(a,
+			    "queued", 0);
+		}
+	}
+	/* the tree's first level: one node per app, kept across updates */
+	for (size_t i = 0; i < m->napps; i++) {
+		bool have = false;
+
+		for (size_t k = 0; k < m->tree.nkids && !have; k++)
+			have = strcmp(m->tree.kids[k].app, m->apps[i].name) == 0;
+		if (have)
+			continue;
+		m->tree.kids = tend_xrealloc(m->tree.kids,
+		    (m->tree.nkids + 1) * sizeof *m->tree.kids);
+		m->tree.kids[m->tree.nkids++] = (struct tm_node){
+		    .app = tend_xstrdup(m->apps[i].name),
+		    .prefix = tend_xstrdup(""),
+		    .name = tend_xstrdup(m->apps[i].name),
+		    .dir = true};
+	}
+	const struct tend_json *last = tend_json_get(j, "last");
+	if (last && last->type == TEND_JSON_OBJ && !m->last[0])
+		snprintf(m->last, sizeof m->last, "%s: +%.0f ~%.0f -%.0f, "
+		    "%.0f failed, in %.0f ms",
+		    tend_json_str(last, "app", "?"),
+		    tend_json_num(last, "created", 0),
+		    tend_json_num(last, "updated", 0),
+		    tend_json_num(last, "deleted", 0),
+		    tend_json_num(last, "failed", 0) +
+			tend_json_num(last, "errors", 0),
+		    tend_json_num(last, "ms", 0));
+}
+
+static void
+request_level(struct tm_model *m, struct tm_node *n)
+{
+	tend_buf_puts(&m->out, "{\"cmd\": \"states\", \"app\": ");
+	tend_buf_json(&m->out, n->app);
+	tend_buf_puts(&m->out, ", \"prefix\": ");
+	tend_buf_json(&m->out, n->prefix);
+	tend_buf_puts(&m->out, "}\n");
+	n->loading = true;
+}
+
+static struct tm_node *
+node_find(struct tm_node *n, const char *app, const char *prefix)
+{
+	if (n->app && strcmp(n->app, app) == 0 &&
+	    strcmp(n->prefix, prefix) == 0)
+		return n;
+	for (size_t i = 0; i < n->nkids; i++) {
+		struct tm_node *k = &n->kids[i];
+
+		if (strcmp(k->app, app) != 0)
+			continue;
+		/* descend only into the node on the path */
+		if (strncmp(prefix, k->prefix, strlen(k->prefix)) == 0) {
+			struct tm_node *f = node_find(k, app, prefix);
+
+			if (f)
+				return f;
+		}
+	}
+	return NULL;
+}
+
+static void
+on_states(struct tm_model *m, const struct tend_json *j)
+{
+	struct tm_node *n = node_find(&m->tree, tend_json_str(j, "app", ""),
+	    tend_json_str(j, "prefix", ""));
+	const struct tend_json *kids = tend_json_get(j, "children");
+
+	if (!n || !kids || kids->type != TEND_JSON_ARR)
+		return;
+	struct tm_node *old = n->kids;
+	size_t nold = n->nkids;
+	n->kids = tend_xcalloc(kids->len + 1, sizeof *n->kids);
+	n->nkids = 0;
+	for (const struct tend_json *c = kids->child; c; c = c->next) {
+		struct tm_node *k = &n->kids[n->nkids++];
+		const char *name = tend_json_str(c, "name", "?");
+		struct tend_buf p = TEND_BUF_INIT;
+
+		tend_buf_printf(&p, "%s%s", n->prefix, name);
+		k->app = tend_xstrdup(n->app);
+		k->prefix = tend_buf_detach(&p, NULL);
+		k->name = tend_xstrdup(name);
+		k->dir = tend_json_bool(c, "dir", false);
+		k->count = (size_t)tend_json_num(c, "count", 0);
+		k->owner = dup_or_null(tend_json_str(c, "owner", NULL));
+		k->record = dup_or_null(tend_json_str(c, "record", NULL));
+		k->container = tend_json_bool(c, "container", false);
+		k->pending = tend_json_bool(c, "pending", false);
+		/* what was open stays open, and is brought up to date */
+		for (size_t i = 0; i < nold; i++) {
+			struct tm_node *o = &old[i];
+
+			if (!o->expanded || strcmp(o->name, k->name) != 0 ||
+			    !k->dir)
+				continue;
+			k->expanded = true;
+			k->kids = o->kids;
+			k->nkids = o->nkids;
+			k->loaded = o->loaded;
+			o->kids = NULL;
+			o->nkids = 0;
+			request_level(m, k);
+		}
+	}
+	for (size_t i = 0; i < nold; i++)
+		node_free(&old[i]);
+	free(old);
+	n->loaded = true;
+	n->loading = false;
+	n->total = (size_t)tend_json_num(j, "total", (double)n->nkids);
+	n->truncated = tend_json_bool(j, "truncated", false);
+}
+
+/* After a pass of `app`: the open levels of its tree are out of date. */
+static void
+reload_open(struct tm_model *m, struct tm_node *n, const char *app)
+{
+	if (n->app && strcmp(n->app, app) != 0)
+		return;
+	if (n->app && n->expanded && !n->loading) {
+		request_level(m, n); /* its open kids follow from the answer */
+		return;
+	}
+	for (size_t i = 0; i < n->nkids; i++)
+		reload_open(m, &n->kids[i], app);
+}
+
+static void
+pass_line(struct tm_model *m, const struct tend_json *j)
+{
+	int n = snprintf(m->last, sizeof m->last,
+	    "%s: +%.0f ~%.0f -%.0f", tend_json_str(j, "app", "?"),
+	    tend_json_num(j, "created", 0), tend_json_num(j, "updated", 0),
+	    tend_json_num(j, "deleted", 0));
+	double failed = tend_json_num(j, "failed", 0) +
+	    tend_json_num(j, "errors", 0);
+	double held = tend_json_num(j, "held_deletes", 0);
+
+	if (n < 0 || (size_t)n >= sizeof m->last)
+		return;
+	snprintf(m->last + n, sizeof m->last - (size_t)n,
+	    "%s%.0f failed%s%.0f held, %.0f files (%.0f read) in %.0f ms",
+	    ", ", failed, ", ", held, tend_json_num(j, "files", 0),
+	    tend_json_num(j, "read", 0), tend_json_num(j, "ms", 0));
+}
+
+void
+tm_feed(struct tm_model *m, const char *line, double now)
+{
+	char err[128];
+	struct tend_json *j = tend_json_parse(line, strlen(line), err,
+	    sizeof err);
+	struct tm_action a;
+
+	if (!j)
+		return; /* not ours to judge: skip the line */
+	const char *ev = tend_json_str(j, "event", "");
+	const char *app = tend_json_str(j, "app", "");
+
+	m->dirty = true;
+	if (strcmp(ev, "status") == 0) {
+		on_status(m, j, now);
+	} else if (strcmp(ev, "plan") == 0) {
+		const struct tend_json *acts = tend_json_get(j, "actions");
+
+		pending_remove_if(m, app, NULL, false);
+		for (const struct tend_json *c = acts ? acts->child : NULL; c;
+		     c = c->next) {
+			action_from(&a, c, now);
+			pending_add(m, &a);
+		}
+	} else if (strcmp(ev, "action_pending") == 0) {
+		action_from(&a, j, now);
+		a.live = true;
+		pending_remove_if(m, app, &a, false);
+		pending_add(m, &a);
+	} else if (strcmp(ev, "action_applied") == 0 ||
+	    strcmp(ev, "action_failed") == 0) {
+		action_from(&a, j, now);
+		a.failed = ev[7] == 'f';
+		pending_remove_if(m, app, &a, false);
+		activity_add(m, &a);
+	} else if (strcmp(ev, "error") == 0 && *app) {
+		action_from(&a, j, now);
+		a.op = 'E';
+		a.failed = true;
+		activity_add(m, &a);
+	} else if (strcmp(ev, "error") == 0) {
+		snprintf(m->message, sizeof m->message, "agent: %s",
+		    tend_json_str(j, "error", "?"));
+	} else if (strcmp(ev, "pass_started") == 0) {
+		snprintf(m->running, sizeof m->running, "%s", app);
+	} else if (strcmp(ev, "pass_finished") == 0) {
+		m->running[0] = '\0';
+		pass_line(m, j);
+		pending_remove_if(m, app, NULL, true);
+		m->passes = (uint64_t)tend_json_num(j, "seq", (double)m->passes);
+		reload_open(m, &m->tree, app);
+	} else if (strcmp(ev, "paused") == 0 || strcmp(ev, "resumed") == 0) {
+		m->paused = ev[0] == 'p';
+	} else if (strcmp(ev, "app_gone") == 0) {
+		memset(&a, 0, sizeof a);
+		a.op = 'E';
+		a.failed = true;
+		a.app = tend_xstrdup(app);
+		a.error = tend_xstrdup("no longer in tend.conf: its targets "
+				       "stay (tend drop removes them)");
+		a.time = now;
+		activity_add(m, &a);
+	} else if (strcmp(ev, "shed") == 0) {
+		m->shed += (uint64_t)tend_json_num(j, "events", 0);
+	} else if (strcmp(ev, "states") == 0) {
+		on_states(m, j);
+	} else if (strcmp(ev, "ok") == 0 &&
+	    strcmp(tend_json_str(j, "cmd", ""), "approve") == 0) {
+		snprintf(m->message, sizeof m->message,
+		    "approved %.0f held deletes: the next pass applies them",
+		    tend_json_num(j, "approved", 0));
+	}
+	tend_json_free(j);
+}
+
+/* ---- rows ---- */
+
+static enum tm_class
+action_class(const struct tm_action *a)
+{
+	if (a->failed)
+		return TM_C_ERROR;
+	if (a->held)
+		return TM_C_HELD;
+	switch (a->op) {
+	case '+': return TM_C_CREATE;
+	case '~': return TM_C_UPDATE;
+	case '-': return TM_C_DELETE;
+	case '!': return TM_C_INVALID;
+	default: return TM_C_NORMAL;
+	}
+}
+
+/* the first line of a message */
+static int
+first_line(const char *s)
+{
+	const char *nl = s ? strchr(s, '\n') : NULL;
+
+	return nl ? (int)(nl - s) : s ? (int)strlen(s) : 0;
+}
+
+static void
+action_text(char *buf, size_t n, const struct tm_action *a, bool with_time)
+{
+	char t[16] = "";
+	const char *what = a->path ? a->path : a->component ? a->component : "";
+
+	if (with_time) {
+		time_t tt = (time_t)a->time;
+		struct tm tmv;
+
+		localtime_r(&tt, &tmv);
+		strftime(t, sizeof t, "%H:%M:%S ", &tmv);
+	}
+	if (a->failed)
+		snprintf(buf, n, "%s%c %-8s %s  %.*s", t,
+		    a->op == 'E' ? 'E' : 'x', a->app, what,
+		    first_line(a->error), a->error ? a->error : "");
+	else
+		snprintf(buf, n, "%s%c %s%-8s %s  %s", t, a->op,
+		    a->held ? "HELD " : "", a->app, what, a->why ? a->why : "");
+}
+
+struct rowvec {
+	struct tm_row *v;
+	size_t n, cap;
+	const char *filter;
+};
+
+static struct tm_row *
+row_add(struct rowvec *rv)
+{
+	if (rv->n == rv->cap) {
+		rv->cap = rv->cap ? rv->cap * 2 : 32;
+		rv->v = tend_xrealloc(rv->v, rv->cap * sizeof *rv->v);
+	}
+	memset(&rv->v[rv->n], 0, sizeof *rv->v);
+	return &rv->v[rv->n++];
+}
+
+/* drop the row just added if it does not match the filter */
+static void
+row_filter(struct rowvec *rv)
+{
+	if (rv->filter && *rv->filter && !strstr(rv->v[rv->n - 1].text,
+					      rv->filter))
+		rv->n--;
+}
+
+static void
+tree_rows(struct rowvec *rv, struct tm_node *n, int depth)
+{
+	for (size_t i = 0; i < n->nkids; i++) {
+		struct tm_node *k = &n->kids[i];
+		struct tm_row *r = row_add(rv);
+		const char *mark = !k->dir ? "   " : k->expanded ? "[-]" : "[+]";
+
+		r->node = k;
+		if (depth == 0)
+			snprintf(r->text, sizeof r->text, "%s app %s%s", mark,
+			    k->name, k->loading ? "  (loading...)" : "");
+		else if (k->dir)
+			snprintf(r->text, sizeof r->text,
+			    "%*s%s %s  (%zu)%s%s%s", depth * 2, "", mark, k->name,
+			    k->count, k->container ? "  container " : "",
+			    k->container && k->record ? k->record : "",
+			    k->loading ? "  (loading...)" : "");
+		else
+			snprintf(r->text, sizeof r->text, "%*s%s %s  %s  %.12s%s",
+			    depth * 2, "", mark, k->name,
+			    k->owner ? k->owner : "",
+			    k->record ? k->record : "",
+			    k->pending ? "  (pending)" : "");
+		r->cls = k->pending ? TM_C_UPDATE : k->dir ? TM_C_NORMAL
+							   : TM_C_DIM;
+		row_filter(rv);
+		if (k->expanded) {
+			tree_rows(rv, k, depth + 1);
+			if (k->loaded && !k->nkids) {
+				r = row_add(rv);
+				snprintf(r->text, sizeof r->text,
+				    "%*s(no tracked states)", depth * 2 + 4,
+				    "");
+				r->cls = TM_C_DIM;
+			}
+			if (k->truncated) {
+				r = row_add(rv);
+				snprintf(r->text, sizeof r->text,
+				    "%*s... %zu more (use / to filter, or "
+				    "tend ls)", depth * 2 + 4, "",
+				    k->total - k->nkids);
+				r->cls = TM_C_DIM;
+			}
+		}
+	}
+}
+
+struct tm_row *
+tm_rows(const struct tm_model *m, enum tm_panel p, size_t *n)
+{
+	struct rowvec rv = {.filter = m->filter[p]};
+	struct tm_row *r;
+
+	switch (p) {
+	case TM_APPS:
+		for (size_t i = 0; i < m->napps; i++) {
+			const struct tm_app *a = &m->apps[i];
+
+			r = row_add(&rv);
+			r->app = i;
+			snprintf(r->text, sizeof r->text,
+			    "%-12s components %-6lld states %-7lld pending "
+			    "%-5llu errors %-4llu held %llu%s",
+			    a->name, a->components, a->states, a->pending,
+			    a->errors, a->held,
+			    strcmp(m->running, a->name) == 0 ? "  (pass running)"
+							       : "");
+			r->cls = a->errors ? TM_C_ERROR : a->held ? TM_C_HELD
+								  : TM_C_NORMAL;
+			row_filter(&rv);
+		}
+		break;
+	case TM_PENDING:
+		/* held deletes last: they wait for the user */
+		for (int pass = 0; pass < 2; pass++)
+			for (size_t i = 0; i < m->npending; i++) {
+				const struct tm_action *a = &m->pending[i];
+
+				if (a->held != (pass == 1))
+					continue;
+				r = row_add(&rv);
+				r->action = a;
+				action_text(r->text, sizeof r->text, a, false);
+				r->cls = action_class(a);
+				row_filter(&rv);
+			}
+		break;
+	case TM_ACTIVITY:
+		for (size_t i = 0; i < m->nactivity; i++) {
+			r = row_add(&rv);
+			r->action = &m->activity[i];
+			action_text(r->text, sizeof r->text, r->action, true);
+			r->cls = action_class(r->action);
+			row_filter(&rv);
+		}
+		break;
+	case TM_TREE:
+		tree_rows(&rv, (struct tm_node *)&m->tree, 0);
+		break;
+	default:
+		break;
+	}
+	*n = rv.n;
+	return rv.v;
+}
+
+static size_t
+held_count(const struct tm_model *m)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < m->npending; i++)
+		n += m->pending[i].held;
+	return n;
+}
+
+void
+tm_title(const struct tm_model *m, enum tm_panel p, struct tend_buf *b)
+{
+	static const char *const names[] = {"Apps", "Pending", "Activity",
+	    "Tracked states"};
+	size_t n;
+	struct tm_row *rows = tm_rows(m, p, &n);
+
+	free(rows);
+	tend_buf_printf(b, "%s", names[p]);
+	if (p == TM_PENDING) {
+		size_t held = held_count(m);
+
+		tend_buf_printf(b, " (%zu)", m->npending);
+		if (held)
+			tend_buf_printf(b, " - %zu deletes HELD by the delete "
+					   "brake: a approves", held);
+		else if (m->paused)
+			tend_buf_puts(b, " - paused: s or p applies them");
+	} else if (p == TM_ACTIVITY) {
+		tend_buf_printf(b, " (%zu)", m->nactivity);
+		if (m->shed)
+			tend_buf_printf(b, " - %llu events skipped",
+			    (unsigned long long)m->shed);
+	} else if (p == TM_APPS)
+		tend_buf_printf(b, " (%zu)", m->napps);
+	if (m->filter[p][0])
+		tend_buf_printf(b, "  [filter: %s, %zu shown]", m->filter[p], n);
+}
+
+static void
+duration(char *buf, size_t n, uint64_t ms)
+{
+	uint64_t s = ms / 1000;
+
+	if (s < 60)
+		snprintf(buf, n, "%llus", (unsigned long long)s);
+	else if (s < 3600)
+		snprintf(buf, n, "%llum%02llus", (unsigned long long)(s / 60),
+		    (unsigned long long)(s % 60));
+	else
+		snprintf(buf, n, "%lluh%02llum", (unsigned long long)(s / 3600),
+		    (unsigned long long)(s / 60 % 60));
+}
+
+void
+tm_header(const struct tm_model *m, double now, struct tend_buf *l1,
+    struct tend_buf *l2)
+{
+	char up[32];
+
+	tend_buf_printf(l1, "tend top  %s  ", m->workspace);
+	switch (m->conn) {
+	case TM_CONNECTING:
+		tend_buf_puts(l1, "connecting to the agent...");
+		tend_buf_puts(l2, "waiting for the agent's socket");
+		return;
+	case TM_LOADING:
+		tend_buf_puts(l1, "loading (the agent is catching up)...");
+		tend_buf_puts(l2, "waiting for the agent's first status");
+		return;
+	case TM_DISCONNECTED:
+		tend_buf_puts(l1, "DISCONNECTED: the agent is gone; retrying "
+				  "every second");
+		tend_buf_puts(l2, "start it again with: tend watch --daemon");
+		return;
+	case TM_READY:
+		break;
+	}
+	duration(up, sizeof up, m->uptime_ms +
+		(uint64_t)((now - m->status_at) * 1000 > 0
+			? (now - m->status_at) * 1000 : 0));
+	tend_buf_printf(l1, "agent %d %s  up %s  watches %llu  overflows %llu"
+			    "  queue %llu  passes %llu",
+	    m->pid, m->paused ? "PAUSED" : m->running[0] ? "syncing"
+							 : "watching",
+	    up, (unsigned long long)m->watches,
+	    (unsigned long long)m->overflows, (unsigned long long)m->queue,
+	    (unsigned long long)m->passes);
+	if (m->running[0])
+		tend_buf_printf(l2, "pass running: %s", m->running);
+	else if (m->last[0])
+		tend_buf_printf(l2, "last pass  %s", m->last);
+	else
+		tend_buf_puts(l2, "no pass yet");
+}
+
+/* ---- keys ---- */
+
+static size_t
+row_count(const struct tm_model *m, enum tm_panel p)
+{
+	size_t n;
+
+	free(tm_rows(m, p, &n));
+	return n;
+}
+
+static void
+selected(const struct tm_model *m, struct tm_row *out)
+{
+	size_t n;
+	struct tm_row *rows = tm_rows(m, m->focus, &n);
+
+	memset(out, 0, sizeof *out);
+	if (n)
+		*out = rows[m->sel[m->focus] < n ? m->sel[m->focus] : n - 1];
+	else
+		out->text[0] = '\0';
+	free(rows);
+}
+
+static void
+send_cmd(struct tm_model *m, const char *cmd, const char *note)
+{
+	if (m->conn != TM_READY) {
+		snprintf(m->message, sizeof m->message,
+		    "not connected to the agent");
+		return;
+	}
+	tend_buf_printf(&m->out, "%s\n", cmd);
+	snprintf(m->message, sizeof m->message, "%s", note);
+}
+
+void
+tm_key(struct tm_model *m, int key)
+{
+	size_t *sel = &m->sel[m->focus];
+	size_t n;
+
+	m->dirty = true;
+	if (m->help) {
+		if (key == '?' || key == TM_KEY_ESC || key == 'q' ||
+		    key == TM_KEY_ENTER)
+			m->help = false;
+		return;
+	}
+	if (m->detail) {
+		if (key == 'j' || key == TM_KEY_DOWN)
+			m->detail_scroll++;
+		else if ((key == 'k' || key == TM_KEY_UP) && m->detail_scroll)
+			m->detail_scroll--;
+		else if (key == TM_KEY_ESC || key == TM_KEY_ENTER ||
+		    key == 'q')
+			m->detail = false;
+		return;
+	}
+	if (m->filtering) {
+		char *f = m->filter[m->focus];
+		size_t len = strlen(f);
+
+		if (key == TM_KEY_ENTER)
+			m->filtering = false;
+		else if (key == TM_KEY_ESC) {
+			f[0] = '\0';
+			m->filtering = false;
+		} else if (key == TM_KEY_BACKSPACE && len)
+			f[len - 1] = '\0';
+		else if (key >= 0x20 && key < 0x7f && len + 1 < sizeof m->filter[0]) {
+			f[len] = (char)key;
+			f[len + 1] = '\0';
+		}
+		*sel = 0;
+		return;
+	}
+	m->message[0] = '\0';
+	switch (key) {
+	case 'q':
+		m->quit = true;
+		break;
+	case '?':
+		m->help = true;
+		break;
+	case '/':
+		m->filtering = true;
+		break;
+	case TM_KEY_ESC:
+		m->filter[m->focus][0] = '\0';
+		break;
+	case '\t':
+		m->focus = (m->focus + 1) % TM_NPANELS;
+		break;
+	case TM_KEY_BTAB:
+		m->focus = (m->focus + TM_NPANELS - 1) % TM_NPANELS;
+		break;
+	case 'j':
+	case TM_KEY_DOWN:
+		n = row_count(m, m->focus);
+		if (*sel + 1 < n)
+			(*sel)++;
+		break;
+	case 'k':
+	case TM_KEY_UP:
+		if (*sel)
+			(*sel)--;
+		break;
+	case TM_KEY_PGDN:
+		n = row_count(m, m->focus);
+		*sel = n ? (*sel + 10 < n ? *sel + 10 : n - 1) : 0;
+		break;
+	case TM_KEY_PGUP:
+		*sel = *sel > 10 ? *sel - 10 : 0;
+		break;
+	case TM_KEY_HOME:
+		*sel = 0;
+		break;
+	case TM_KEY_END:
+		n = row_count(m, m->focus);
+		*sel = n ? n - 1 : 0;
+		break;
+	case TM_KEY_ENTER: {
+		struct tm_row r;
+
+		selected(m, &r);
+		if (m->focus == TM_TREE && r.node && r.node->dir) {
+			r.node->expanded = !r.node->expanded;
+			if (r.node->expanded && !r.node->loading &&
+			    m->conn == TM_READY)
+				request_level(m, r.node);
+		} else if (r.action || r.node) {
+			m->detail = true;
+			m->detail_scroll = 0;
+		}
+		break;
+	}
+	case 's':
+		send_cmd(m, "sync", "sync requested: a full pass of every app");
+		break;
+	case 'r':
+		send_cmd(m, "rescan", "rescan requested");
+		break;
+	case 'p':
+		send_cmd(m, m->paused ? "resume" : "pause",
+		    m->paused ? "resuming" : "pausing: changes will queue up "
+					      "as pending actions");
+		break;
+	case 'a':
+		if (!held_count(m)) {
+			bool any = false;
+
+			for (size_t i = 0; i < m->napps; i++)
+				any |= m->apps[i].held > 0;
+			if (!any) {
+				snprintf(m->message, sizeof m->message,
+				    "no deletes are held");
+				break;
+			}
+		}
+		send_cmd(m, "approve", "approving the held deletes...");
+		break;
+	default:
+		m->dirty = false;
+		break;
+	}
+}
+
+/* ---- detail ---- */
+
+void
+tm_detail(const struct tm_model *m, struct tend_buf *out)
+{
+	struct tm_row r;
+
+	selected(m, &r);
+	if (r.node) {
+		const struct tm_node *k = r.node;
+
+		tend_buf_printf(out, "%s %s\n\n", k->dir ? "directory" : "entry",
+		    k->prefix);
+		tend_buf_printf(out, "app:        %s\n", k->app);
+		if (k->owner)
+			tend_buf_printf(out, "owner:      %s\n", k->owner);
+		if (k->record)
+			tend_buf_printf(out, "record:     %s\n", k->record);
+		if (k->container)
+			tend_buf_puts(out, "container:  yes\n");
+		if (k->dir)
+			tend_buf_printf(out, "states below: %zu\n", k->count);
+		if (k->pending)
+			tend_buf_puts(out, "pending:    several candidate "
+					   "records (a pass was interrupted; "
+					   "the next one settles it)\n");
+		return;
+	}
+	if (!r.action) {
+		tend_buf_puts(out, "nothing selected");
+		return;
+	}
+	const struct tm_action *a = r.action;
+	const char *what = a->op == '+' ? "create" : a->op == '~' ? "update"
+	    : a->op == '-' ? "delete" : a->op == '!' ? "invalidate container"
+	    : "error";
+
+	tend_buf_printf(out, "%s%s %s\n\n", a->failed && a->op != 'E'
+		? "FAILED " : "", what, a->path ? a->path : "");
+	if (a->held)
+		tend_buf_puts(out, "HELD by the delete brake: press a to "
+				   "approve, or tend sync --allow-delete\n\n");
+	tend_buf_printf(out, "app:          %s\n", a->app);
+	if (a->component)
+		tend_buf_printf(out, "declared by:  %s\n", a->component);
+	if (a->why && *a->why)
+		tend_buf_printf(out, "why:          %s\n", a->why);
+	if (a->invalidation)
+		tend_buf_printf(out, "container:    invalidated, %s\n",
+		    a->invalidation);
+	if (a->provider)
+		tend_buf_printf(out, "target state: %s %s\n", a->provider,
+		    a->key ? a->key : "");
+	if (a->provider)
+		tend_buf_printf(out, "reconcile:    %u previous record%s, "
+				     "may be missing: %s\n",
+		    a->nprev, a->nprev == 1 ? "" : "s",
+		    a->missing ? "yes" : "no");
+	if (a->error)
+		tend_buf_printf(out, "\nerror:\n%s\n", a->error);
+}
