@@ -1,0 +1,470 @@
+/*
+ * test_tui_model.c - the dashboard's model: agent events and keys in,
+ * what the panels show out. No terminal: the rows are the assertions.
+ * Also the JSON reader the model and the agent share.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "json.h"
+#include "model.h"
+
+static const char *status_ev =
+    "{\"event\": \"status\", \"pid\": 42, \"state\": \"watching\", "
+    "\"uptime_ms\": 65000, \"passes\": 3, \"watches\": 7, \"overflows\": 1, "
+    "\"queue\": 0, \"apps\": [{\"name\": \"site\", \"components\": 4, "
+    "\"states\": 3, \"pending\": 0, \"errors\": 0, \"held\": 0, "
+    "\"queued\": 0}, {\"name\": \"docs\", \"components\": 2, \"states\": "
+    "1, \"pending\": 0, \"errors\": 1, \"held\": 0, \"queued\": 0}], "
+    "\"last\": null}";
+
+static const char *plan_ev =
+    "{\"event\": \"plan\", \"app\": \"site\", \"held\": 0, \"actions\": ["
+    "{\"app\": \"site\", \"op\": \"~\", \"provider\": \"@tend/dir/\\\"out\\\"\", "
+    "\"key\": \"\\\"a.md\\\"\", \"path\": \"out/a.md\", \"nprev\": 1, "
+    "\"missing\": false, \"container\": false, \"component\": "
+    "\"/site/@files/a.md\", \"why\": \"source a.md changed 111 -> 222\", "
+    "\"held\": false}, "
+    "{\"app\": \"site\", \"op\": \"-\", \"provider\": \"@tend/dir/\\\"out\\\"\", "
+    "\"key\": \"\\\"b.md\\\"\", \"path\": \"out/b.md\", \"nprev\": 1, "
+    "\"missing\": false, \"container\": false, \"component\": "
+    "\"/site/@files/b.md\", \"why\": \"source b.md deleted\", "
+    "\"held\": true}]}";
+
+static const char *applied_a =
+    "{\"event\": \"action_applied\", \"app\": \"site\", \"op\": \"~\", "
+    "\"provider\": \"@tend/dir/\\\"out\\\"\", \"key\": \"\\\"a.md\\\"\", "
+    "\"path\": \"out/a.md\", \"nprev\": 1, \"missing\": false, "
+    "\"component\": \"/site/@files/a.md\", \"why\": \"source a.md "
+    "changed 111 -> 222\"}";
+
+static struct tm_model *
+fresh(void)
+{
+	struct tm_model *m = malloc(sizeof *m);
+
+	tm_init(m, "/ws");
+	tm_connected(m);
+	tend_buf_reset(&m->out);
+	return m;
+}
+
+static void
+done(struct tm_model *m)
+{
+	tm_free(m);
+	free(m);
+}
+
+/* the text of row i of panel p ("" past the end) */
+static char *
+row(struct tm_model *m, enum tm_panel p, size_t i, size_t *n)
+{
+	static char text[512];
+	size_t cnt;
+	struct tm_row *r = tm_rows(m, p, &cnt);
+
+	text[0] = '\0';
+	if (i < cnt)
+		strcpy(text, r[i].text);
+	if (n)
+		*n = cnt;
+	free(r);
+	return text;
+}
+
+static void
+test_states_of_connection(void **state)
+{
+	struct tm_model m;
+	struct tend_buf l1 = TEND_BUF_INIT, l2 = TEND_BUF_INIT;
+
+	(void)state;
+	tm_init(&m, "/ws");
+	tm_header(&m, 0, &l1, &l2);
+	assert_non_null(strstr(l1.ptr, "connecting"));
+	tend_buf_reset(&l1);
+	tend_buf_reset(&l2);
+	tm_connected(&m);
+	assert_string_equal(m.out.ptr, "subscribe\nstatus\n");
+	tm_header(&m, 0, &l1, &l2);
+	assert_non_null(strstr(l1.ptr, "loading"));
+	tend_buf_reset(&l1);
+	tend_buf_reset(&l2);
+	tm_feed(&m, status_ev, 100);
+	assert_int_equal(m.conn, TM_READY);
+	tm_header(&m, 100, &l1, &l2);
+	assert_non_null(strstr(l1.ptr, "agent 42 watching"));
+	assert_non_null(strstr(l1.ptr, "up 1m05s"));
+	assert_non_null(strstr(l1.ptr, "watches 7"));
+	assert_non_null(strstr(l1.ptr, "overflows 1"));
+	tend_buf_reset(&l1);
+	tend_buf_reset(&l2);
+	tm_disconnected(&m);
+	tm_header(&m, 100, &l1, &l2);
+	assert_non_null(strstr(l1.ptr, "DISCONNECTED"));
+	tend_buf_release(&l1);
+	tend_buf_release(&l2);
+	tm_free(&m);
+}
+
+static void
+test_apps_and_tree_roots(void **state)
+{
+	struct tm_model *m = fresh();
+	size_t n;
+
+	(void)state;
+	tm_feed(m, status_ev, 1);
+	assert_int_equal(m->napps, 2);
+	assert_non_null(strstr(row(m, TM_APPS, 0, &n), "site"));
+	assert_int_equal(n, 2);
+	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "components 4"));
+	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "states 3"));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "errors 1"));
+	/* a second status does not duplicate the tree's app nodes */
+	tm_feed(m, status_ev, 2);
+	row(m, TM_TREE, 0, &n);
+	assert_int_equal(n, 2);
+	assert_string_equal(row(m, TM_TREE, 1, NULL), "[+] app docs");
+	done(m);
+}
+
+static void
+test_plan_then_applied(void **state)
+{
+	struct tm_model *m = fresh();
+	size_t n;
+
+	(void)state;
+	tm_feed(m, status_ev, 1);
+	tm_feed(m, plan_ev, 2);
+	assert_int_equal(m->npending, 2);
+	/* held deletes come last and say so */
+	assert_non_null(strstr(row(m, TM_PENDING, 0, NULL), "~ site"));
+	assert_non_null(strstr(row(m, TM_PENDING, 0, NULL), "out/a.md"));
+	assert_non_null(strstr(row(m, TM_PENDING, 1, NULL), "- HELD site"));
+	struct tend_buf t = TEND_BUF_INIT;
+	tm_title(m, TM_PENDING, &t);
+	assert_non_null(strstr(t.ptr, "1 deletes HELD"));
+	tend_buf_release(&t);
+	/* applied: out of pending, into activity with its why */
+	tm_feed(m, applied_a, 3);
+	assert_int_equal(m->npending, 1);
+	assert_non_null(strstr(row(m, TM_ACTIVITY, 0, &n), "out/a.md"));
+	assert_int_equal(n, 1);
+	assert_non_null(strstr(row(m, TM_ACTIVITY, 0, NULL),
+	    "source a.md changed 111 -> 222"));
+	/* a new plan replaces the app's old one */
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"site\", \"held\": 0, "
+		   "\"actions\": []}", 4);
+	assert_int_equal(m->npending, 0);
+	done(m);
+}
+
+static void
+test_live_pending_cleared_by_pass(void **state)
+{
+	struct tm_model *m = fresh();
+
+	(void)state;
+	tm_feed(m, status_ev, 1);
+	tm_feed(m, "{\"event\": \"pass_started\", \"app\": \"site\"}", 1);
+	assert_string_equal(m->running, "site");
+	tm_feed(m, "{\"event\": \"action_pending\", \"app\": \"site\", "
+		   "\"op\": \"+\", \"provider\": \"p\", \"key\": \"k\", "
+		   "\"path\": \"out/k\"}", 1);
+	tm_feed(m, "{\"event\": \"action_pending\", \"app\": \"site\", "
+		   "\"op\": \"+\", \"provider\": \"p\", \"key\": \"k\", "
+		   "\"path\": \"out/k\"}", 1);
+	assert_int_equal(m->npending, 1); /* the same state once */
+	tm_feed(m, "{\"event\": \"pass_finished\", \"app\": \"site\", "
+		   "\"seq\": 9, \"created\": 1, \"updated\": 0, \"deleted\": 0, "
+		   "\"failed\": 0, \"errors\": 0, \"held_deletes\": 0, "
+		   "\"files\": 3, \"read\": 1, \"ms\": 4}", 2);
+	assert_int_equal(m->npending, 0);
+	assert_string_equal(m->running, "");
+	assert_non_null(strstr(m->last, "site: +1 ~0 -0"));
+	assert_non_null(strstr(m->last, "in 4 ms"));
+	assert_int_equal(m->passes, 9);
+	done(m);
+}
+
+static void
+test_failure_detail(void **state)
+{
+	struct tm_model *m = fresh();
+	struct tend_buf d = TEND_BUF_INIT;
+
+	(void)state;
+	tm_feed(m, status_ev, 1);
+	tm_feed(m, "{\"event\": \"error\", \"app\": \"site\", \"component\": "
+		   "\"/site/@files/bad.md\", \"why\": \"new source bad.md\", "
+		   "\"error\": \"exec failed: exit 3\\nstderr: boom line 1\\n"
+		   "boom line 2\"}", 5);
+	assert_non_null(strstr(row(m, TM_ACTIVITY, 0, NULL),
+	    "E site     /site/@files/bad.md  exec failed: exit 3"));
+	m->focus = TM_ACTIVITY;
+	tm_key(m, TM_KEY_ENTER);
+	assert_true(m->detail);
+	tm_detail(m, &d);
+	assert_non_null(strstr(d.ptr, "declared by:  /site/@files/bad.md"));
+	assert_non_null(strstr(d.ptr, "boom line 2"));
+	tm_key(m, TM_KEY_ESC);
+	assert_false(m->detail);
+	tend_buf_release(&d);
+	done(m);
+}
+
+static void
+test_provenance_detail(void **state)
+{
+	struct tm_model *m = fresh();
+	struct tend_buf d = TEND_BUF_INIT;
+
+	(void)state;
+	tm_feed(m, status_ev, 1);
+	tm_feed(m, plan_ev, 2);
+	m->focus = TM_PENDING;
+	tm_key(m, TM_KEY_ENTER);
+	tm_detail(m, &d);
+	assert_non_null(strstr(d.ptr, "update out/a.md"));
+	assert_non_null(strstr(d.ptr, "why:          source a.md changed "
+				      "111 -> 222"));
+	assert_non_null(strstr(d.ptr, "1 previous record, may be missing: "
+				      "no"));
+	tend_buf_reset(&d);
+	tm_key(m, TM_KEY_ESC);
+	tm_key(m, 'j');
+	tm_detail(m, &d);
+	assert_non_null(strstr(d.ptr, "HELD by the delete brake"));
+	tend_buf_release(&d);
+	done(m);
+}
+
+static void
+test_tree_lazy_levels(void **state)
+{
+	struct tm_model *m = fresh();
+	size_t n;
+
+	(void)state;
+	tm_feed(m, status_ev, 1);
+	m->focus = TM_TREE;
+	tm_key(m, TM_KEY_ENTER); /* open "site" */
+	assert_non_null(strstr(m->out.ptr, "\"cmd\": \"states\", \"app\": "
+					   "\"site\", \"prefix\": \"\""));
+	tend_buf_reset(&m->out);
+	tm_feed(m, "{\"event\": \"states\", \"app\": \"site\", \"prefix\": \"\", "
+		   "\"children\": [{\"name\": \"out/\", \"dir\": true, "
+		   "\"count\": 3, \"owner\": \"/site/@tend/mount_target\", "
+		   "\"record\": \"01a4\", \"container\": true, \"pending\": "
+		   "false}], \"total\": 1, \"truncated\": false}", 2);
+	assert_non_null(strstr(row(m, TM_TREE, 1, &n), "[+] out/  (3)"));
+	assert_int_equal(n, 3);
+	tm_key(m, 'j');
+	tm_key(m, TM_KEY_ENTER); /* open out/ */
+	assert_non_null(strstr(m->out.ptr, "\"prefix\": \"out/\""));
+	tend_buf_reset(&m->out);
+	tm_feed(m, "{\"event\": \"states\", \"app\": \"site\", \"prefix\": "
+		   "\"out/\", \"children\": [{\"name\": \"a.md\", \"dir\": false, "
+		   "\"count\": 0, \"owner\": \"/site/@files/a.md\", \"record\": "
+		   "\"01aabbccddeeff\", \"container\": false, \"pending\": "
+		   "false}, {\"name\": \"sub/\", \"dir\": true, \"count\": 2}], "
+		   "\"total\": 2, \"truncated\": false}", 3);
+	row(m, TM_TREE, 0, &n);
+	assert_int_equal(n, 5);
+	assert_non_null(strstr(row(m, TM_TREE, 2, NULL),
+	    "a.md  /site/@files/a.md  01aabbccddee"));
+	assert_non_null(strstr(row(m, TM_TREE, 3, NULL), "[+] sub/  (2)"));
+	/* after a pass of site, the open levels are asked for again */
+	tm_feed(m, "{\"event\": \"pass_finished\", \"app\": \"site\"}", 4);
+	assert_non_null(strstr(m->out.ptr, "\"prefix\": \"\""));
+	/* collapse */
+	m->sel[TM_TREE] = 1;
+	tm_key(m, TM_KEY_ENTER);
+	row(m, TM_TREE, 0, &n);
+	assert_int_equal(n, 3);
+	done(m);
+}
+
+static void
+test_filter_keys(void **state)
+{
+	struct tm_model *m = fresh();
+	size_t n;
+
+	(void)state;
+	tm_feed(m, status_ev, 1);
+	tm_feed(m, plan_ev, 2);
+	m->focus = TM_PENDING;
+	tm_key(m, '/');
+	assert_true(m->filtering);
+	tm_key(m, 'b');
+	tm_key(m, '.');
+	row(m, TM_PENDING, 0, &n);
+	assert_int_equal(n, 1);
+	assert_non_null(strstr(row(m, TM_PENDING, 0, NULL), "out/b.md"));
+	tm_key(m, TM_KEY_ENTER);
+	assert_false(m->filtering);
+	/* the filter stays, for this panel only */
+	row(m, TM_PENDING, 0, &n);
+	assert_int_equal(n, 1);
+	row(m, TM_APPS, 0, &n);
+	assert_int_equal(n, 2);
+	tm_key(m, '/');
+	tm_key(m, TM_KEY_ESC);
+	row(m, TM_PENDING, 0, &n);
+	assert_int_equal(n, 2);
+	done(m);
+}
+
+static void
+test_command_keys(void **state)
+{
+	struct tm_model *m = fresh();
+
+	(void)state;
+	/* not connected yet: nothing is sent */
+	tm_key(m, 's');
+	assert_int_equal(m->out.len, 0);
+	tm_feed(m, status_ev, 1);
+	tm_key(m, 's');
+	tm_key(m, 'p');
+	tm_key(m, 'r');
+	assert_string_equal(m->out.ptr, "sync\npause\nrescan\n");
+	tend_buf_reset(&m->out);
+	tm_feed(m, "{\"event\": \"paused\"}", 2);
+	assert_true(m->paused);
+	tm_key(m, 'p');
+	assert_string_equal(m->out.ptr, "resume\n");
+	tend_buf_reset(&m->out);
+	tm_key(m, 'a'); /* nothing held: says so, sends nothing */
+	assert_int_equal(m->out.len, 0);
+	assert_non_null(strstr(m->message, "no deletes are held"));
+	tm_feed(m, plan_ev, 3);
+	tm_key(m, 'a');
+	assert_string_equal(m->out.ptr, "approve\n");
+	tm_feed(m, "{\"event\": \"ok\", \"cmd\": \"approve\", \"approved\": 1}",
+	    4);
+	assert_non_null(strstr(m->message, "approved 1 held deletes"));
+	tm_key(m, '?');
+	assert_true(m->help);
+	tm_key(m, 'q'); /* closes help, does not quit */
+	assert_false(m->help);
+	assert_false(m->quit);
+	tm_key(m, '\t');
+	assert_int_equal(m->focus, TM_ACTIVITY);
+	tm_key(m, TM_KEY_BTAB);
+	assert_int_equal(m->focus, TM_PENDING);
+	tm_key(m, 'q');
+	assert_true(m->quit);
+	done(m);
+}
+
+static void
+test_activity_bounded(void **state)
+{
+	struct tm_model *m = fresh();
+	char line[256];
+
+	(void)state;
+	for (int i = 0; i < TM_ACTIVITY_MAX + 50; i++) {
+		snprintf(line, sizeof line,
+		    "{\"event\": \"action_applied\", \"app\": \"s\", \"op\": "
+		    "\"+\", \"provider\": \"p\", \"key\": \"k%d\", \"path\": "
+		    "\"f%d\"}", i, i);
+		tm_feed(m, line, i);
+	}
+	assert_int_equal(m->nactivity, TM_ACTIVITY_MAX);
+	assert_non_null(strstr(row(m, TM_ACTIVITY, 0, NULL), " f549"));
+	/* garbage is skipped, not fatal */
+	tm_feed(m, "{not json", 1);
+	tm_feed(m, "", 1);
+	tm_feed(m, "[1, 2]", 1);
+	assert_int_equal(m->nactivity, TM_ACTIVITY_MAX);
+	done(m);
+}
+
+/* ---- the JSON reader ---- */
+
+static void
+test_json_values(void **state)
+{
+	char err[128];
+	const char *text = " {\"a\": [1, -2.5e2, true, false, null], "
+			   "\"s\": \"q\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\", "
+			   "\"o\": {}} ";
+	struct tend_json *j = tend_json_parse(text, strlen(text), err,
+	    sizeof err);
+
+	(void)state;
+	assert_non_null(j);
+	const struct tend_json *a = tend_json_get(j, "a");
+	assert_int_equal(a->type, TEND_JSON_ARR);
+	assert_int_equal(a->len, 5);
+	assert_true(a->child->n == 1.0);
+	assert_true(a->child->next->n == -250.0);
+	assert_true(a->child->next->next->b);
+	assert_false(a->child->next->next->next->b);
+	assert_int_equal(a->child->next->next->next->next->type,
+	    TEND_JSON_NULL);
+	assert_string_equal(tend_json_str(j, "s", ""),
+	    "q\"\\/\b\f\n\r\t\xc3\xa9\xf0\x9f\x98\x80");
+	assert_int_equal(tend_json_get(j, "o")->type, TEND_JSON_OBJ);
+	assert_null(tend_json_get(j, "missing"));
+	assert_string_equal(tend_json_str(j, "a", "def"), "def");
+	tend_json_free(j);
+}
+
+static void
+test_json_refuses(void **state)
+{
+	static const char *bad[] = {"", "{", "[1,]", "{\"a\" 1}", "{\"a\":}",
+	    "\"\\x\"", "\"abc", "tru", "1 2", "{\"a\": 1,}", "\"a\x01\"",
+	    "-", "01x", "[1] x", "\"\\u12\"", "{1: 2}"};
+	char err[128];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		struct tend_json *j = tend_json_parse(bad[i], strlen(bad[i]),
+		    err, sizeof err);
+
+		if (j)
+			fail_msg("accepted %s", bad[i]);
+		assert_non_null(strstr(err, "offset"));
+	}
+	/* nesting is bounded, not a stack overflow */
+	char deep[300];
+	memset(deep, '[', sizeof deep);
+	assert_null(tend_json_parse(deep, sizeof deep, err, sizeof err));
+	assert_non_null(strstr(err, "nested deeper"));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_states_of_connection),
+		cmocka_unit_test(test_apps_and_tree_roots),
+		cmocka_unit_test(test_plan_then_applied),
+		cmocka_unit_test(test_live_pending_cleared_by_pass),
+		cmocka_unit_test(test_failure_detail),
+		cmocka_unit_test(test_provenance_detail),
+		cmocka_unit_test(test_tree_lazy_levels),
+		cmocka_unit_test(test_filter_keys),
+		cmocka_unit_test(test_command_keys),
+		cmocka_unit_test(test_activity_bounded),
+		cmocka_unit_test(test_json_values),
+		cmocka_unit_test(test_json_refuses),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
