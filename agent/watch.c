@@ -213,6 +213,15 @@ broadcast(struct agent *a, const char *line)
 	broadcast_ex(a, line, false);
 }
 
+static bool
+anyone_listens(struct agent *a)
+{
+	for (int i = 0; i < MAX_CLIENTS; i++)
+		if (a->clients[i].fd >= 0 && a->clients[i].subscribed)
+			return true;
+	return false;
+}
+
 static size_t
 nwatches(struct agent *a)
 {
@@ -615,6 +624,8 @@ on_engine_event(const struct tend_event *ev, void *arg)
 	default:
 		return;
 	}
+	if (!anyone_listens(pc->a))
+		return; /* counted; nobody to tell */
 	tend_buf_printf(&line, "{\"event\": \"%s\", ", name);
 	action_fields(&line, ev);
 	if (ev->kind == TEND_EV_ACTION_FAILED ||

@@ -56,7 +56,10 @@ TIMEOUT=120 $CTL until '[ $(ls out/many 2>/dev/null | wc -l) = 20000 ]' --no-ack
 run status --json; expect_in "$OUT" '"overflows": ' "overflow counted"
 
 # a config edit re-runs the app
+# (it re-applies all 20k files: more time under the sanitizers)
+export TIMEOUT=60
 until_ '[ "$(stat -c %a out/d/b)" = 600 ]' 'printf "\tfile-mode = 0600\n" >> tend.conf' "config edit"
+unset TIMEOUT
 
 # SIGTERM mid-pass: exit 0, the store consistent
 printf 'last\n' > src/last
