@@ -41,8 +41,9 @@ start_agent() {
 	$CTL ready || fail "agent ready"
 }
 
-mkdir -p src/d
+mkdir -p src/d kept
 printf 'alpha\n' > src/alpha; printf 'beta\n' > src/d/beta
+printf 'x\n' > kept/x; printf 'y\n' > kept/y
 cat > tend.conf <<'CONF'
 [tend]
 	debounce = 0
@@ -53,6 +54,10 @@ cat > tend.conf <<'CONF'
 	source = src
 	target = dir:shout
 	declare = "exec if grep -q fail \"$TEND_SOURCE\"; then echo \"bad input $TEND_PATH: it says fail\" >&2; exit 3; fi; tr a-z A-Z"
+[app "keep"]
+	source = kept
+	target = dir:kept-out
+	max-delete = 0
 CONF
 
 # no agent: say so, tell how to start one
@@ -124,6 +129,18 @@ no_screen "alpha +/site/@files/alpha" "filtered out"
 keys Escape
 wait_screen "alpha +/site/@files/alpha" "filter cleared"
 
+# the delete brake holds deletes back: shown as HELD, a approves
+rm kept/x kept/y
+wait_screen "^- HELD keep +kept-out/x +source x deleted" "held delete shown"
+wait_screen "2 deletes HELD by the delete brake" "held title"
+[ -f kept-out/x ] || fail "a held delete was applied"
+capture held
+keys a
+wait_screen "[0-9:]{8} - keep +kept-out/x +source x deleted" "approved delete applied"
+wait_screen "Pending \(0\)" "nothing held after approval"
+expect_gone kept-out/x
+expect_gone kept-out/y
+
 # help overlay
 keys ?
 wait_screen "approve the deletes the delete brake holds" "help"
@@ -153,4 +170,30 @@ wait_screen '^prompt\$ *$' "shell prompt after q"
 keys "echo still-here-\$((40+2))" Enter
 wait_screen "still-here-42" "the shell works after q"
 no_screen "Tracked states" "the dashboard is gone"
+
+# a crash signal still restores the terminal (echo back on)
+keys clear Enter
+keys "'$TEND' top" Enter
+wait_screen "agent $AGENT watching" "top again"
+TOP=$(pgrep -P "$($TM display -p -t top '#{pane_pid}')")
+kill -SEGV "$TOP"
+wait_screen '^prompt\$ *$' "shell prompt after a crash"
+keys "stty -a | tr ' ' '\\n' | grep -x -- -*echo" Enter
+wait_screen "^echo$" "terminal echo restored after a crash"
+stop_agent
+
+# tend watch --tui: agent and dashboard in one process; q stops both
+keys clear Enter
+keys "'$TEND' watch --tui" Enter
+wait_screen "agent [0-9]+ watching" "watch --tui"
+TUI=$(pgrep -P "$($TM display -p -t top '#{pane_pid}')")
+wait_screen "agent $TUI watching" "watch --tui: the agent is this process"
+printf 'alpha three\n' > src/alpha
+wait_screen "~ site +out/alpha +source alpha changed" "watch --tui applies changes"
+keys q
+wait_screen '^prompt\$ *$' "shell prompt after watch --tui"
+[ ! -e .tend/agent.sock ] || fail "watch --tui: the agent still runs after q"
+kill -0 "$TUI" 2>/dev/null && fail "watch --tui: the process is still there"
+[ -s .tend/agent.log ] || fail "watch --tui: nothing in agent.log"
+expect_file out/alpha "alpha three"
 finish
