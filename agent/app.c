@@ -1368,7 +1368,7 @@ root_body(struct tend_comp *c, void *arg)
 static void
 fp_short(struct tend_buf *b, const struct tend_fp *fp)
 {
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 4; i++)
 		tend_buf_printf(b, "%02x", fp->b[i]);
 }
 

@@ -147,6 +147,9 @@ test_plan_then_applied(void **state)
 	tm_feed(m, status_ev, 1);
 	tm_feed(m, plan_ev, 2);
 	assert_int_equal(m->npending, 2);
+	/* the apps panel counts them at once, not at the next status */
+	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "pending 2 "));
+	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "held 1"));
 	/* held deletes come last and say so */
 	assert_non_null(strstr(row(m, TM_PENDING, 0, NULL), "~ site"));
 	assert_non_null(strstr(row(m, TM_PENDING, 0, NULL), "out/a.md"));

@@ -605,18 +605,25 @@ tm_rows(const struct tm_model *m, enum tm_panel p, size_t *n)
 	case TM_APPS:
 		for (size_t i = 0; i < m->napps; i++) {
 			const struct tm_app *a = &m->apps[i];
+			unsigned long long pending = 0, held = 0;
 
+			/* the events are newer than the last status */
+			for (size_t k = 0; k < m->npending; k++)
+				if (strcmp(m->pending[k].app, a->name) == 0) {
+					pending++;
+					held += m->pending[k].held;
+				}
 			r = row_add(&rv);
 			r->app = i;
 			snprintf(r->text, sizeof r->text,
 			    "%-12s components %-6lld states %-7lld pending "
 			    "%-5llu errors %-4llu held %llu%s",
-			    a->name, a->components, a->states, a->pending,
-			    a->errors, a->held,
+			    a->name, a->components, a->states, pending,
+			    a->errors, held,
 			    strcmp(m->running, a->name) == 0 ? "  (pass running)"
 							       : "");
-			r->cls = a->errors ? TM_C_ERROR : a->held ? TM_C_HELD
-								  : TM_C_NORMAL;
+			r->cls = a->errors ? TM_C_ERROR : held ? TM_C_HELD
+							       : TM_C_NORMAL;
 			row_filter(&rv);
 		}
 		break;

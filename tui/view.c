@@ -147,20 +147,36 @@ static void
 draw_overlay(const char *text, size_t scroll, const char *foot)
 {
 	int h = LINES - 4, w = COLS - 8;
-	int y0 = 2, x0 = 4;
+	int y0 = 2, x0 = 4, nlines = 1;
+
+	/* as tall as the text (wrapped lines aside), at most the screen */
+	for (const char *p = text; *p; p++)
+		nlines += *p == '\n';
+	if (nlines + 4 < h)
+		h = nlines + 4;
 
 	if (h < 3 || w < 10)
 		return;
-	for (int y = 0; y < h; y++)
+	/* a frame that reads in plain text too (copy, capture-pane) */
+	for (int y = 0; y < h; y++) {
 		put_line(y0 + y, x0, w, "", A_REVERSE);
+		mvaddch(y0 + y, x0, (y == 0 || y == h - 1 ? '+' : '|') |
+			A_REVERSE);
+		mvaddch(y0 + y, x0 + w - 1, (y == 0 || y == h - 1 ? '+' : '|') |
+			A_REVERSE);
+	}
+	attrset(A_REVERSE);
+	mvhline(y0, x0 + 1, '-', w - 2);
+	mvhline(y0 + h - 1, x0 + 1, '-', w - 2);
+	attrset(A_NORMAL);
 	int y = 1;
 	size_t line = 0;
-	for (const char *p = text; *p && y < h - 2;) {
+	for (const char *p = text; *p && y < h - 3;) {
 		const char *nl = strchr(p, '\n');
 		int len = nl ? (int)(nl - p) : (int)strlen(p);
 
 		/* long lines wrap */
-		for (int off = 0; (off < len || len == 0) && y < h - 2;
+		for (int off = 0; (off < len || len == 0) && y < h - 3;
 		     off += w - 4) {
 			if (line++ >= scroll) {
 				attrset(A_REVERSE);
@@ -174,7 +190,7 @@ draw_overlay(const char *text, size_t scroll, const char *foot)
 		p += len + (nl ? 1 : 0);
 	}
 	attrset(A_REVERSE | A_BOLD);
-	mvaddnstr(y0 + h - 1, x0 + 2, foot, w - 4);
+	mvaddnstr(y0 + h - 2, x0 + 2, foot, w - 4);
 	attrset(A_NORMAL);
 }
 
@@ -201,7 +217,7 @@ tv_draw(struct tm_model *m, double now)
 	panel(m, TM_APPS, 2, 0, apps_h, W);
 	int y = 2 + apps_h, rest = body - apps_h;
 	if (W >= 120) {
-		int lw = W / 2;
+		int lw = W * 3 / 5;
 
 		panel(m, TM_PENDING, y, 0, rest / 2, lw - 1);
 		panel(m, TM_ACTIVITY, y + rest / 2, 0, rest - rest / 2, lw - 1);
