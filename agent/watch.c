@@ -97,6 +97,7 @@ struct agent {
 	bool paused, stop, reload;
 	bool forced; /* `sync` while paused: one round of passes anyway */
 	uint64_t passes, overflows, start_ms, last_pass_ms;
+	uint64_t applied; /* actions applied since the start */
 	bool limit_reported;
 	char last_summary[512];
 	int wd_conf;
@@ -238,11 +239,13 @@ status_line(struct agent *a, struct tend_buf *b)
 	tend_buf_printf(b,
 	    "{\"event\": \"status\", \"pid\": %d, \"state\": \"%s\", "
 	    "\"uptime_ms\": %llu, \"passes\": %llu, \"watches\": %zu, "
-	    "\"overflows\": %llu, \"queue\": %zu, \"apps\": [",
+	    "\"overflows\": %llu, \"queue\": %zu, \"applied\": %llu, "
+	    "\"apps\": [",
 	    (int)getpid(), a->paused ? "paused" : "watching",
 	    (unsigned long long)(now_ms() - a->start_ms),
 	    (unsigned long long)a->passes, nwatches(a),
-	    (unsigned long long)a->overflows, queued);
+	    (unsigned long long)a->overflows, queued,
+	    (unsigned long long)a->applied);
 	for (size_t i = 0; i < a->napps; i++) {
 		struct appstate *s = &a->apps[i];
 
@@ -784,6 +787,7 @@ run_passes(struct agent *a, bool all)
 			    &o, &res);
 		current_pass = NULL;
 		a->passes++;
+		a->applied += pc.created + pc.updated + pc.deleted;
 		a->last_pass_ms = now_ms() - t0;
 		for (size_t k = 0; k < s->ndirty; k++)
 			free(s->dirty[k]);

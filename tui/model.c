@@ -108,7 +108,7 @@ tm_free(struct tm_model *m)
 	pending_clear(m);
 	for (size_t i = 0; i < m->nactivity; i++)
 		action_free(&m->activity[i]);
-	free(m->activity);
+	free(m->activity); /* the ring fills from slot 0 */
 	apps_clear(m);
 	node_free(&m->tree);
 	free(m->workspace);
@@ -197,18 +197,32 @@ pending_add(struct tm_model *m, struct tm_action *a)
 	m->pending[m->npending++] = *a;
 }
 
+/* the i-th newest activity entry */
+static struct tm_action *
+activity_at(const struct tm_model *m, size_t i)
+{
+	return &m->activity[(m->act_next + TM_ACTIVITY_MAX - 1 - i) %
+	    TM_ACTIVITY_MAX];
+}
+
+/* a ring: at 1000 actions a second nothing is moved or reallocated */
 static void
 activity_add(struct tm_model *m, struct tm_action *a)
 {
+	time_t tt = (time_t)a->time;
+	struct tm tmv;
+
+	if (!m->activity)
+		m->activity = tend_xcalloc(TM_ACTIVITY_MAX,
+		    sizeof *m->activity);
 	if (m->nactivity == TM_ACTIVITY_MAX)
-		action_free(&m->activity[--m->nactivity]);
+		action_free(&m->activity[m->act_next]);
 	else
-		m->activity = tend_xrealloc(m->activity,
-		    (m->nactivity + 1) * sizeof *m->activity);
-	memmove(m->activity + 1, m->activity,
-	    m->nactivity * sizeof *m->activity);
-	m->activity[0] = *a;
-	m->nactivity++;
+		m->nactivity++;
+	localtime_r(&tt, &tmv);
+	strftime(a->clock, sizeof a->clock, "%H:%M:%S ", &tmv);
+	m->activity[m->act_next] = *a;
+	m->act_next = (m->act_next + 1) % TM_ACTIVITY_MAX;
 	/* keep the user's place when they scrolled down */
 	if (m->sel[TM_ACTIVITY])
 		m->sel[TM_ACTIVITY]++;
@@ -502,16 +516,9 @@ first_line(const char *s)
 static void
 action_text(char *buf, size_t n, const struct tm_action *a, bool with_time)
 {
-	char t[16] = "";
+	const char *t = with_time ? a->clock : "";
 	const char *what = a->path ? a->path : a->component ? a->component : "";
 
-	if (with_time) {
-		time_t tt = (time_t)a->time;
-		struct tm tmv;
-
-		localtime_r(&tt, &tmv);
-		strftime(t, sizeof t, "%H:%M:%S ", &tmv);
-	}
 	if (a->failed)
 		snprintf(buf, n, "%s%c %-8s %s  %.*s", t,
 		    a->op == 'E' ? 'E' : 'x', a->app, what,
@@ -645,7 +652,7 @@ tm_rows(const struct tm_model *m, enum tm_panel p, size_t *n)
 	case TM_ACTIVITY:
 		for (size_t i = 0; i < m->nactivity; i++) {
 			r = row_add(&rv);
-			r->action = &m->activity[i];
+			r->action = activity_at(m, i);
 			action_text(r->text, sizeof r->text, r->action, true);
 			r->cls = action_class(r->action);
 			row_filter(&rv);
@@ -676,10 +683,6 @@ tm_title(const struct tm_model *m, enum tm_panel p, struct tend_buf *b)
 {
 	static const char *const names[] = {"Apps", "Pending", "Activity",
 	    "Tracked states"};
-	size_t n;
-	struct tm_row *rows = tm_rows(m, p, &n);
-
-	free(rows);
 	tend_buf_printf(b, "%s", names[p]);
 	if (p == TM_PENDING) {
 		size_t held = held_count(m);
@@ -697,8 +700,12 @@ tm_title(const struct tm_model *m, enum tm_panel p, struct tend_buf *b)
 			    (unsigned long long)m->shed);
 	} else if (p == TM_APPS)
 		tend_buf_printf(b, " (%zu)", m->napps);
-	if (m->filter[p][0])
+	if (m->filter[p][0]) {
+		size_t n;
+
+		free(tm_rows(m, p, &n));
 		tend_buf_printf(b, "  [filter: %s, %zu shown]", m->filter[p], n);
+	}
 }
 
 static void

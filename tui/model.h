@@ -46,6 +46,7 @@ struct tm_action {
 	unsigned nprev;
 	bool missing;
 	double time;	/* wall clock, seconds */
+	char clock[12];	/* "HH:MM:SS ", set when it enters the activity */
 };
 
 struct tm_app {
@@ -90,8 +91,8 @@ struct tm_model {
 	size_t napps;
 	struct tm_action *pending;
 	size_t npending;
-	struct tm_action *activity; /* newest first */
-	size_t nactivity;
+	struct tm_action *activity; /* a ring of TM_ACTIVITY_MAX */
+	size_t nactivity, act_next; /* act_next: the slot written next */
 	uint64_t shed;		/* events the agent skipped for us */
 	struct tm_node tree;	/* its kids are the apps */
 
