@@ -1851,6 +1851,110 @@ existing_target(struct tend_ws *ws, struct tend_app_config *app)
 	return NULL;
 }
 
+/* ---- incremental passes ---- */
+
+struct pathset {
+	char **v;
+	size_t n, cap;
+	bool too_many; /* a full pass is cheaper, or a path is digested */
+};
+
+#define SUBTREE_MAX 20000 /* paths from directory events before a full pass */
+
+static void
+pathset_add(struct pathset *ps, const char *p, size_t len)
+{
+	if (ps->n >= SUBTREE_MAX) {
+		ps->too_many = true;
+		return;
+	}
+	if (ps->n == ps->cap) {
+		ps->cap = ps->cap ? ps->cap * 2 : 64;
+		ps->v = tend_xrealloc(ps->v, ps->cap * sizeof *ps->v);
+	}
+	ps->v[ps->n] = tend_xmemdup(p, len + 1);
+	ps->v[ps->n++][len] = '\0';
+}
+
+static int
+on_sub_file(const char *rel, size_t len, int dirfd, const char *leaf,
+    const struct stat *st, void *arg)
+{
+	(void)dirfd;
+	(void)leaf;
+	(void)st;
+	pathset_add(arg, rel, len);
+	return 0;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The agent's paths, with "dir/" (a directory created, removed, moved in,
+ * out or within) standing for every file under it: those it had (their
+ * signatures) and those it has now (a walk of it). Sorted, unique.
+ */
+static void
+expand_paths(struct run *r, struct tend_txn *txn,
+    const struct tend_walk_opts *wo, char *const *rels, size_t n,
+    struct pathset *ps)
+{
+	struct tend_buf prefix = TEND_BUF_INIT;
+	size_t al = strlen(r->app->name) + 1;
+
+	for (size_t i = 0; i < n && !ps->too_many; i++) {
+		size_t len = strlen(rels[i]);
+
+		if (!len || rels[i][len - 1] != '/') {
+			pathset_add(ps, rels[i], len);
+			continue;
+		}
+		struct tend_iter it;
+		struct tend_bytes k, v;
+
+		tend_buf_reset(&prefix);
+		tend_buf_put(&prefix, r->app->name, al);
+		tend_buf_put(&prefix, rels[i], len);
+		tend_store_iter_init(&it, txn, TEND_T_SIG, prefix.ptr,
+		    prefix.len);
+		while (!ps->too_many && tend_store_iter_next(&it, &k, &v) == 1) {
+			if (memchr(k.data + al, 0xff, k.len - al))
+				ps->too_many = true; /* a digested long path */
+			else
+				pathset_add(ps, (const char *)k.data + al,
+				    k.len - al);
+		}
+		tend_store_iter_finish(&it);
+		char *dir = tend_xmemdup(rels[i], len);
+		dir[len - 1] = '\0';
+		tend_walk_sub(r->source, wo, dir, on_sub_file, ps, NULL);
+		free(dir);
+	}
+	tend_buf_release(&prefix);
+	if (ps->n > 1)
+		qsort(ps->v, ps->n, sizeof *ps->v, cmp_str);
+	size_t k = 0;
+	for (size_t i = 0; i < ps->n; i++) {
+		if (k && strcmp(ps->v[k - 1], ps->v[i]) == 0)
+			free(ps->v[i]);
+		else
+			ps->v[k++] = ps->v[i];
+	}
+	ps->n = k;
+}
+
+static void
+pathset_free(struct pathset *ps)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		free(ps->v[i]);
+	free(ps->v);
+}
+
 int
 tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
     char *const *rels, size_t n, const struct tend_sync_opts *o,
@@ -1859,6 +1963,7 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	struct run r = {.ws = ws, .app = app, .o = o, .res = res};
 	struct tend_txn *txn = NULL;
 	struct tend_buf key = TEND_BUF_INIT;
+	struct pathset ps = {0};
 	char *skip[3] = {NULL, NULL, NULL};
 	size_t nskip = 0, nprev = 0;
 	struct timespec now;
@@ -1881,18 +1986,22 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	struct tend_walk_opts wo = walk_opts(app, skip, nskip);
 	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
 		goto out;
+	expand_paths(&r, txn, &wo, rels, n, &ps);
+	if (ps.too_many) {
+		tend_store_read_end(txn);
+		pathset_free(&ps);
+		run_free(&r, skip, nskip);
+		return tend_app_sync(ws, app, o, res);
+	}
+	rels = ps.v;
+	n = ps.n;
 	for (size_t i = 0; i < n; i++) {
 		const char *p = rels[i];
 		size_t len = strlen(p);
 		struct tend_bytes v;
 		struct sig old;
 		struct stat st;
-		bool dup = false;
 
-		for (size_t j = 0; j < i && !dup; j++)
-			dup = strcmp(rels[j], p) == 0;
-		if (dup)
-			continue;
 		sig_key(&key, app->name, p, len);
 		bool had = tend_store_get(txn, TEND_T_SIG, key.ptr, key.len,
 			       &v) == 0 &&
@@ -1956,6 +2065,7 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	rc = pass_done(&r, rc);
 out:
 	tend_buf_release(&key);
+	pathset_free(&ps);
 	run_free(&r, skip, nskip);
 	return rc;
 }

@@ -296,62 +296,124 @@ tend_walk(const char *root, const struct tend_walk_opts *o, tend_walk_fn *fn,
 	return rc;
 }
 
+/*
+ * Step from the directory *fd (the root) down through the first `upto`
+ * bytes of `rel`, each component a directory: real (no symlink), not
+ * skipped, excluded or ignored; the .gitignore files on the way load
+ * into w. *fd ends as the last directory's. false if a step fails.
+ */
+static bool
+descend(struct walker *w, int *fd, const char *rel, size_t upto)
+{
+	const struct tend_walk_opts *o = w->o;
+	bool ok = true;
+
+	if (rel[0] == '/' || (strncmp(rel, ".git", 4) == 0 &&
+				 (rel[4] == '\0' || rel[4] == '/')))
+		return false;
+	for (size_t i = 0; ok && i <= upto; i++) {
+		if (i < upto && rel[i] != '/')
+			continue;
+		if (i == 0)
+			return false; /* an empty component */
+		char *part = strndup(rel, i);
+		const char *leaf;
+
+		if (!part)
+			abort();
+		leaf = strrchr(part, '/');
+		leaf = leaf ? leaf + 1 : part;
+		if (!*leaf || strcmp(leaf, ".") == 0 || strcmp(leaf, "..") == 0 ||
+		    (o->nskip && listed(o->skip, o->nskip, part, true)) ||
+		    (w->nrules && ignored_by_rules(w, part, true)) ||
+		    (o->nexclude && listed(o->exclude, o->nexclude, part, true)))
+			ok = false;
+		if (ok) {
+			int sub = openat(*fd, leaf,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (sub < 0)
+				ok = false;
+			else {
+				if (o->gitignore)
+					load_gitignore(w, sub, i + 1);
+				close(*fd);
+				*fd = sub;
+			}
+		}
+		free(part);
+	}
+	return ok;
+}
+
+static void
+rules_free(struct walker *w)
+{
+	for (size_t i = 0; i < w->nrules; i++)
+		free(w->rules[i].pat);
+	free(w->rules);
+}
+
 bool
 tend_walk_includes(const char *root, const struct tend_walk_opts *o,
     const char *rel)
 {
 	struct walker w = {.o = o};
 	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	bool ok = fd >= 0;
-	size_t len = strlen(rel);
+	const char *slash = strrchr(rel, '/');
+	const char *leaf = slash ? slash + 1 : rel;
+	bool ok = fd >= 0 && *leaf && strcmp(leaf, ".") != 0 &&
+	    strcmp(leaf, "..") != 0;
 
-	if (!ok)
+	if (fd < 0)
 		return false;
 	if (o->gitignore)
 		load_gitignore(&w, fd, 0);
-	if (len == 0 || rel[0] == '/' || (len >= 4 && strncmp(rel, ".git", 4) == 0 &&
-					       (len == 4 || rel[4] == '/')))
+	if (ok && strncmp(rel, ".git", 4) == 0 && (rel[4] == '\0' ||
+						       rel[4] == '/'))
 		ok = false;
-	/* every directory on the way: a real directory, not skipped,
-	 * excluded or ignored; its .gitignore applies below it */
-	for (size_t i = 0; ok && i <= len; i++) {
-		if (i < len && rel[i] != '/')
-			continue;
-		char *part = strndup(rel, i);
-		bool last = i == len;
-		const char *leaf = strrchr(part, '/');
-		leaf = leaf ? leaf + 1 : part;
-
-		if (!part)
-			abort();
-		if (!*leaf || strcmp(leaf, ".") == 0 || strcmp(leaf, "..") == 0 ||
-		    (o->nskip && listed(o->skip, o->nskip, part, !last)) ||
-		    (w.nrules && ignored_by_rules(&w, part, !last)) ||
-		    (o->nexclude && listed(o->exclude, o->nexclude, part, !last)))
-			ok = false;
-		if (ok && !last) {
-			struct stat st;
-			int sub = openat(fd, leaf,
-			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-			(void)st;
-			if (sub < 0)
-				ok = false;
-			else {
-				if (o->gitignore)
-					load_gitignore(&w, sub, i + 1);
-				close(fd);
-				fd = sub;
-			}
-		}
-		if (ok && last && o->ninclude &&
-		    !listed(o->include, o->ninclude, part, false))
-			ok = false;
-		free(part);
-	}
+	/* the directories on the way, then the file itself */
+	if (ok && slash)
+		ok = descend(&w, &fd, rel, (size_t)(slash - rel));
+	if (ok && ((o->nskip && listed(o->skip, o->nskip, rel, false)) ||
+		      (w.nrules && ignored_by_rules(&w, rel, false)) ||
+		      (o->nexclude && listed(o->exclude, o->nexclude, rel,
+					 false)) ||
+		      (o->ninclude && !listed(o->include, o->ninclude, rel,
+					  false))))
+		ok = false;
 	close(fd);
-	for (size_t i = 0; i < w.nrules; i++)
-		free(w.rules[i].pat);
-	free(w.rules);
+	rules_free(&w);
 	return ok;
+}
+
+int
+tend_walk_sub(const char *root, const struct tend_walk_opts *o,
+    const char *sub, tend_walk_fn *fn, void *arg, unsigned *nskipped)
+{
+	struct walker w = {.o = o, .fn = fn, .arg = arg};
+	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+	size_t len = strlen(sub), depth = 1;
+
+	w.rel = (struct tend_buf)TEND_BUF_INIT;
+	if (fd < 0)
+		return tend_error_set(errno == ENOENT ? TEND_ENOTFOUND
+						      : TEND_ERROR,
+		    "source %s: %s", root, strerror(errno));
+	if (o->gitignore)
+		load_gitignore(&w, fd, 0);
+	for (size_t i = 0; i < len; i++)
+		depth += sub[i] == '/';
+	if (len && descend(&w, &fd, sub, len)) {
+		tend_buf_puts(&w.rel, sub);
+		/* walk_dir loads the directory's .gitignore again: it was
+		 * loaded on the way down */
+		rc = walk_dir(&w, fd, (int)depth);
+	} else
+		close(fd);
+	rules_free(&w);
+	tend_buf_release(&w.rel);
+	if (nskipped)
+		*nskipped = w.skipped;
+	return rc;
 }

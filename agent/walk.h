@@ -50,6 +50,15 @@ int tend_walk(const char *root, const struct tend_walk_opts *o,
 bool tend_walk_includes(const char *root, const struct tend_walk_opts *o,
     const char *rel);
 
+/*
+ * Walk only the directory `sub` (relative to `root`) as tend_walk would
+ * reach it: the .gitignore files and filters of the directories above it
+ * apply, and nothing is visited if a walk of root would not enter it.
+ * The callback's paths are relative to `root`.
+ */
+int tend_walk_sub(const char *root, const struct tend_walk_opts *o,
+    const char *sub, tend_walk_fn *fn, void *arg, unsigned *nskipped);
+
 /* Does pattern `pat` match the relative path `rel` (is_dir: a
  * directory)? Exposed for tests. */
 bool tend_glob_match(const char *pat, const char *rel, bool is_dir);

@@ -448,10 +448,88 @@ arm_timer(struct agent *a)
 	timerfd_settime(a->tmr, 0, &it, NULL);
 }
 
+/* Forget the watches of app's directory `rel` and below (it moved out
+ * of the source: its inode is watched no more under this name). */
+static void
+unwatch_tree(struct agent *a, size_t app, const char *rel)
+{
+	size_t len = strlen(rel);
+
+	for (size_t i = 0; i < a->ndirs;) {
+		struct wdir *d = &a->dirs[i];
+
+		for (size_t k = 0; k < d->nrefs;) {
+			const char *r = d->refs[k].rel;
+
+			if (d->refs[k].app == app && strncmp(r, rel, len) == 0 &&
+			    (r[len] == '\0' || r[len] == '/')) {
+				free(d->refs[k].rel);
+				d->refs[k] = d->refs[--d->nrefs];
+			} else
+				k++;
+		}
+		if (d->nrefs) {
+			i++;
+			continue;
+		}
+		inotify_rm_watch(a->ino, d->wd);
+		wdir_remove(a, d->wd); /* shifts the next one into i */
+	}
+}
+
+struct move {
+	uint32_t cookie;
+	size_t app;
+	char *rel;
+	bool paired;
+};
+
+/*
+ * One event of a watched directory, for one app watching it. Files
+ * become dirty paths; a directory created, deleted or moved becomes a
+ * dirty subtree ("rel/"), which the pass expands into what was tracked
+ * under it and what is there now. A directory moved out is unwatched
+ * unless the same rename (cookie) brings it back in elsewhere.
+ */
+static void
+on_event_for(struct agent *a, const struct inotify_event *ev, size_t app,
+    const char *rel, struct move **moves, size_t *nmoves)
+{
+	struct tend_buf sub = TEND_BUF_INIT;
+
+	if (!(ev->mask & IN_ISDIR)) {
+		mark_dirty(a, app, rel);
+		return;
+	}
+	if (ev->mask & IN_MOVED_FROM) {
+		*moves = tend_xrealloc(*moves, (*nmoves + 1) * sizeof **moves);
+		(*moves)[(*nmoves)++] = (struct move){ev->cookie, app,
+		    tend_xstrdup(rel), false};
+	}
+	if (ev->mask & IN_MOVED_TO)
+		for (size_t i = 0; i < *nmoves; i++)
+			if ((*moves)[i].cookie == ev->cookie &&
+			    (*moves)[i].app == app) {
+				(*moves)[i].paired = true;
+				logf_(a, 2, "%s: moved %s -> %s",
+				    a->ws->cfg.apps[app].name, (*moves)[i].rel,
+				    rel);
+			}
+	/* new directories are watched before the pass walks them (an
+	 * inode moved within keeps its watch; its name is updated) */
+	if (ev->mask & (IN_CREATE | IN_MOVED_TO))
+		watch_tree(a, app, rel);
+	tend_buf_printf(&sub, "%s/", rel);
+	mark_dirty(a, app, sub.ptr);
+	tend_buf_release(&sub);
+}
+
 static void
 on_inotify(struct agent *a)
 {
 	char buf[64 * 1024] __attribute__((aligned(8)));
+	struct move *moves = NULL;
+	size_t nmoves = 0;
 	ssize_t n;
 
 	while ((n = read(a->ino, buf, sizeof buf)) > 0) {
@@ -477,8 +555,11 @@ on_inotify(struct agent *a)
 			if (!d)
 				continue;
 			if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
+				/* a subdirectory's parent reported it; the
+				 * source root itself is another matter */
 				for (size_t i = 0; i < d->nrefs; i++)
-					a->apps[d->refs[i].app].full = true;
+					if (!d->refs[i].rel[0])
+						a->apps[d->refs[i].app].full = true;
 				if (ev->mask & IN_IGNORED)
 					wdir_remove(a, ev->wd);
 				poke(a);
@@ -498,14 +579,10 @@ on_inotify(struct agent *a)
 
 				tend_buf_printf(&rel, "%s%s%s", refs[i].rel,
 				    *refs[i].rel ? "/" : "", ev->name);
-				if (ev->mask & IN_ISDIR) {
-					/* new directories are watched before
-					 * the full pass scans them */
-					if (ev->mask & (IN_CREATE | IN_MOVED_TO))
-						watch_tree(a, refs[i].app, rel.ptr);
-					a->apps[refs[i].app].full = true;
-				} else
-					mark_dirty(a, refs[i].app, rel.ptr);
+				if (!(ev->mask & IN_ISDIR) ||
+				    !skipped_dir(a, refs[i].app, rel.ptr))
+					on_event_for(a, ev, refs[i].app, rel.ptr,
+					    &moves, &nmoves);
 				tend_buf_release(&rel);
 				free(refs[i].rel);
 			}
@@ -513,10 +590,16 @@ on_inotify(struct agent *a)
 			poke(a);
 		}
 	}
+	/* a rename's two halves come together: a lone MOVED_FROM moved
+	 * the directory out of the source */
+	for (size_t i = 0; i < nmoves; i++) {
+		if (!moves[i].paired)
+			unwatch_tree(a, moves[i].app, moves[i].rel);
+		free(moves[i].rel);
+	}
+	free(moves);
 	arm_timer(a);
 }
-
-/* ---- passes ---- */
 
 struct pass_ctx {
 	struct agent *a;

@@ -39,6 +39,26 @@ until_ '[ "$(cat out/d/b)" = save3 ]' ': > src/d/b && printf "save3\n" >> src/d/
 until_ 'diff -r src out >/dev/null' 'true' "target equals source"
 [ -z "$(find out -name '*~' -o -name '.b.swp')" ] || fail "editor leftovers synced: $(find out -name '*~')"
 
+# directories are incremental too: a rename within the source re-runs
+# only the files under it (not a full pass over the 300 others), and the
+# renamed directory stays watched under its new name
+mkdir -p src/bulk src/ren/sub
+until_ '[ "$(ls out/bulk 2>/dev/null | wc -l)" = 300 ] && [ -f out/ren/sub/y ]' 'i=0; while [ $i -lt 300 ]; do : > src/bulk/f$i; i=$((i+1)); done; printf "x\n" > src/ren/x; printf "y\n" > src/ren/sub/y' "300 files"
+until_ '[ -f out/ren2/sub/y ] && [ ! -e out/ren ]' 'mv src/ren src/ren2' "directory renamed within the source"
+# the pass that did it saw the 2 files under it (a full pass: 300 more)
+FILES=$(run status --json; printf '%s' "$OUT" | python3 -c 'import json,sys; print(json.load(sys.stdin)["agent"]["last"]["files"])')
+[ "$FILES" -le 4 ] || fail "a directory rename ran a pass over $FILES files, not just its own"
+until_ '[ "$(cat out/ren2/sub/y 2>/dev/null)" = y2 ]' 'printf "y2\n" > src/ren2/sub/y' "edit inside a renamed directory"
+# a directory moved in is walked with the source's .gitignore rules
+mkdir -p outside/logs/deep && printf 'k\n' > outside/logs/keep.txt && printf 'l\n' > outside/logs/deep/drop.log
+until_ '[ -f out/logs/keep.txt ]' 'printf "*.log\n" > src/.gitignore && mv outside/logs src/logs' "directory moved in, .gitignore applied"
+[ ! -e out/logs/deep/drop.log ] || fail "an ignored file of a moved-in directory was synced"
+# moved out: gone from the target, and its old watch dropped
+until_ '[ ! -e out/ren2 ]' 'mv src/ren2 outside/ren2' "directory moved out"
+printf 'late\n' > outside/ren2/late
+until_ '[ -f out/sentinel ]' 'printf "s\n" > src/sentinel' "sentinel"
+[ ! -e out/ren2 ] || fail "a write in a directory moved out reached the target"
+
 # status from another process, through the socket
 run status --json; expect_rc 0 "status --json"; json_ok "$OUT"
 expect_in "$OUT" '"state": "watching"' "status reports the agent"
