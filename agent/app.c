@@ -261,10 +261,14 @@ tend_ws_close(struct tend_ws *ws)
 	tend_engine_close(ws->eng);
 	for (size_t i = 0; i < ws->nplugins; i++) {
 		free(ws->plugins[i].spec);
+		free(ws->plugins[i].path);
 		if (ws->plugins[i].dl)
 			dlclose(ws->plugins[i].dl);
 	}
 	free(ws->plugins);
+	for (size_t i = 0; i < ws->nold_dls; i++)
+		dlclose(ws->old_dls[i]);
+	free(ws->old_dls);
 	if (ws->staging)
 		rm_tree(ws->staging);
 	free(ws->staging);
@@ -328,6 +332,31 @@ tend_ws_add_code_apps(struct tend_ws *ws, const struct tend_main_opts *o)
 
 /* Load `declare = plugin FILE.so SYMBOL` once; FILE is relative to the
  * workspace. Its bytes are part of the app's logic fingerprint. */
+/* Copy the whole of fd (from its start) to a new file at `to`. */
+static int
+copy_file(int fd, const char *to)
+{
+	char buf[65536];
+	off_t off = 0;
+	ssize_t n;
+	int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+
+	if (out < 0)
+		return -1;
+	while ((n = pread(fd, buf, sizeof buf, off)) > 0) {
+		if (write(out, buf, (size_t)n) != n) {
+			n = -1;
+			break;
+		}
+		off += n;
+	}
+	if (close(out) != 0 || n < 0) {
+		unlink(to);
+		return -1;
+	}
+	return 0;
+}
+
 static struct plugin *
 plugin_load(struct tend_ws *ws, const char *spec)
 {
@@ -342,14 +371,25 @@ plugin_load(struct tend_ws *ws, const char *spec)
 	const char *sp = strrchr(spec, ' ');
 	char *file = strndup(spec, (size_t)(sp - spec));
 	char *path = path_join(ws->root, file);
-	struct tend_buf init = TEND_BUF_INIT;
+	struct tend_buf init = TEND_BUF_INIT, copy = TEND_BUF_INIT;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
+	p->path = tend_xstrdup(path);
 	if (fd < 0 || hash_fd_fp(fd, &p->fp) != 0) {
 		tend_error_set(TEND_ERROR, "plugin %s: %s", path, strerror(errno));
 		goto fail;
 	}
-	if (!(p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
+	/* dlopen of a path already open returns the old code: load a
+	 * private copy of the file (its mapping outlives the copy) */
+	tend_buf_printf(&copy, "%s/plugin-%u.so", ws->staging, ws->plugin_seq++);
+	if (copy_file(fd, copy.ptr) != 0) {
+		tend_error_set(TEND_ERROR, "plugin %s: copying to %s: %s", path,
+		    copy.ptr, strerror(errno));
+		goto fail;
+	}
+	p->dl = dlopen(copy.ptr, RTLD_NOW | RTLD_LOCAL);
+	unlink(copy.ptr);
+	if (!p->dl) {
 		tend_error_set(TEND_ERROR, "plugin %s: %s", path, dlerror());
 		goto fail;
 	}
@@ -363,6 +403,7 @@ plugin_load(struct tend_ws *ws, const char *spec)
 	tend_buf_printf(&init, "%s_init", sp + 1);
 	tend_plugin_init_fn *initfn;
 	*(void **)&initfn = dlsym(p->dl, init.ptr);
+	p->has_init = initfn != NULL;
 	if (initfn && initfn(ws->eng) != 0) {
 		tend_error_set(TEND_ERROR, "plugin %s: %s failed: %s", path,
 		    init.ptr, tend_error_last());
@@ -374,6 +415,7 @@ plugin_load(struct tend_ws *ws, const char *spec)
 	free(file);
 	free(path);
 	tend_buf_release(&init);
+	tend_buf_release(&copy);
 	return p;
 fail:
 	if (fd >= 0)
@@ -381,7 +423,71 @@ fail:
 	free(file);
 	free(path);
 	tend_buf_release(&init);
+	tend_buf_release(&copy);
 	return NULL;
+}
+
+int
+tend_ws_refresh_plugins(struct tend_ws *ws, struct tend_buf *notes)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < ws->nplugins;) {
+		struct plugin *p = &ws->plugins[i];
+		struct tend_fp fp;
+		int fd = open(p->path, O_RDONLY | O_CLOEXEC);
+		bool same = fd >= 0 && hash_fd_fp(fd, &fp) == 0 &&
+		    tend_fp_equal(&fp, &p->fp);
+
+		if (fd >= 0)
+			close(fd);
+		if (same && p->dl) {
+			i++;
+			continue;
+		}
+		if (p->dl && p->has_init) {
+			tend_buf_printf(notes, "plugin %s changed, but it registers "
+					       "connectors: restart the agent to "
+					       "load it\n", p->path);
+			i++;
+			continue;
+		}
+		/* loaded again on its next use; the old code stays mapped
+		 * (nothing points into it after this pass, but cheap) */
+		if (p->dl) {
+			ws->old_dls = tend_xrealloc(ws->old_dls,
+			    (ws->nold_dls + 1) * sizeof *ws->old_dls);
+			ws->old_dls[ws->nold_dls++] = p->dl;
+		}
+		free(p->spec);
+		free(p->path);
+		ws->plugins[i] = ws->plugins[--ws->nplugins];
+		n++;
+	}
+	return n;
+}
+
+char **
+tend_ws_plugin_files(struct tend_ws *ws, size_t *n)
+{
+	char **v = tend_xcalloc(ws->cfg.napps + 1, sizeof *v);
+
+	*n = 0;
+	for (size_t i = 0; i < ws->cfg.napps; i++) {
+		struct tend_app_config *a = &ws->cfg.apps[i];
+		const char *sp;
+
+		if (a->declare != TEND_DECLARE_PLUGIN || !a->declare_arg ||
+		    !(sp = strrchr(a->declare_arg, ' ')))
+			continue;
+		char *file = strndup(a->declare_arg,
+		    (size_t)(sp - a->declare_arg));
+		if (!file)
+			abort();
+		v[(*n)++] = path_join(ws->root, file);
+		free(file);
+	}
+	return v;
 }
 
 /* ---- source items ---- */

@@ -21,14 +21,19 @@
 
 struct plugin {
 	char *spec; /* "FILE.so SYMBOL" as configured */
+	char *path; /* the file, absolute */
 	void *dl;
 	tend_plugin_fn *fn;
 	struct tend_fp fp; /* of the object's bytes */
+	bool has_init;	    /* it registered connectors: never reloaded */
 };
 
 struct tend_ws {
 	struct plugin *plugins;
 	size_t nplugins;
+	void **old_dls;	 /* replaced plugins, closed with the workspace */
+	size_t nold_dls;
+	unsigned plugin_seq;
 	const struct tend_main_opts *code;
 	char *root;	 /* absolute workspace directory */
 	char *conf_path; /* absolute path of tend.conf */
@@ -55,6 +60,18 @@ int tend_ws_open(struct tend_ws *ws);
 void tend_ws_close(struct tend_ws *ws);
 
 struct tend_app_config *tend_ws_app(struct tend_ws *ws, const char *name);
+
+/*
+ * The agent, after a plugin file changed: plugins whose bytes changed
+ * (or that failed to load) are loaded again on their next use; the old
+ * code stays mapped until the workspace closes. A plugin that registered
+ * connectors cannot be swapped in a running process: `notes` says so.
+ * Returns how many will be loaded again.
+ */
+int tend_ws_refresh_plugins(struct tend_ws *ws, struct tend_buf *notes);
+/* The plugin files the config names (absolute; caller frees each and
+ * the array). */
+char **tend_ws_plugin_files(struct tend_ws *ws, size_t *n);
 
 /* Add tend_main()'s apps defined in code. Returns 0 or TEND_EINVALID. */
 int tend_ws_add_code_apps(struct tend_ws *ws, const struct tend_main_opts *o);

@@ -101,6 +101,11 @@ struct agent {
 	bool limit_reported;
 	char last_summary[512];
 	int wd_conf;
+	/* plugin files: the watch of each one's directory, and its name */
+	int *pwd;
+	char **pname;
+	size_t npw;
+	bool plugins_changed;
 };
 
 static uint64_t
@@ -551,6 +556,13 @@ on_inotify(struct agent *a)
 				a->reload = true;
 				poke(a);
 			}
+			for (size_t i = 0; i < a->npw && ev->len; i++)
+				if (a->pwd[i] == ev->wd &&
+				    strcmp(a->pname[i], ev->name) == 0 &&
+				    (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO))) {
+					a->plugins_changed = true;
+					poke(a);
+				}
 			struct wdir *d = wdir_find(a, ev->wd);
 			if (!d)
 				continue;
@@ -804,6 +816,25 @@ reload_config(struct agent *a)
 	struct tend_buf err = TEND_BUF_INIT;
 
 	a->reload = false;
+	if (a->plugins_changed) {
+		struct tend_buf notes = TEND_BUF_INIT;
+
+		a->plugins_changed = false;
+		int n = tend_ws_refresh_plugins(a->ws, &notes);
+		if (n)
+			logf_(a, 1, "%d plugin(s) changed: loading them again", n);
+		if (notes.len) {
+			struct tend_buf line = TEND_BUF_INIT;
+
+			logf_(a, 0, "%.*s", (int)notes.len - 1, notes.ptr);
+			tend_buf_puts(&line, "{\"event\": \"error\", \"error\": ");
+			tend_buf_json(&line, notes.ptr);
+			tend_buf_puts(&line, "}\n");
+			broadcast(a, line.ptr);
+			tend_buf_release(&line);
+		}
+		tend_buf_release(&notes);
+	}
 	size_t nold = a->ws->cfg.napps;
 	char **old = tend_xcalloc(nold + 1, sizeof *old);
 	for (size_t i = 0; i < nold; i++)
@@ -838,7 +869,7 @@ static void
 run_passes(struct agent *a, bool all)
 {
 	a->first_ms = a->last_ms = 0;
-	if (a->reload) {
+	if (a->reload || a->plugins_changed) {
 		reload_config(a);
 		all = true;
 	}
@@ -939,7 +970,7 @@ run_passes(struct agent *a, bool all)
 static void
 plan_paused(struct agent *a)
 {
-	if (a->reload)
+	if (a->reload || a->plugins_changed)
 		reload_config(a);
 	for (size_t i = 0; i < a->napps; i++) {
 		struct appstate *s = &a->apps[i];
@@ -1309,6 +1340,46 @@ listen_socket(struct agent *a)
 }
 
 static void
+plugins_unwatch(struct agent *a)
+{
+	/* the kernel watches stay: a plugin's directory may be a source's
+	 * too; events of a directory no longer listed are ignored */
+	for (size_t i = 0; i < a->npw; i++)
+		free(a->pname[i]);
+	free(a->pwd);
+	free(a->pname);
+	a->pwd = NULL;
+	a->pname = NULL;
+	a->npw = 0;
+}
+
+/* Watch the directory of every plugin file: a rebuilt plugin is new
+ * logic, loaded again and re-run like a config edit. */
+static void
+watch_plugins(struct agent *a)
+{
+	size_t n;
+	char **files = tend_ws_plugin_files(a->ws, &n);
+
+	plugins_unwatch(a);
+	a->pwd = tend_xcalloc(n + 1, sizeof *a->pwd);
+	a->pname = tend_xcalloc(n + 1, sizeof *a->pname);
+	for (size_t i = 0; i < n; i++) {
+		char *slash = strrchr(files[i], '/');
+
+		*slash = '\0';
+		int wd = inotify_add_watch(a->ino, files[i], IN_CLOSE_WRITE |
+			IN_MOVED_TO | IN_ONLYDIR | IN_MASK_ADD);
+		if (wd >= 0) {
+			a->pwd[a->npw] = wd;
+			a->pname[a->npw++] = tend_xstrdup(slash + 1);
+		}
+		free(files[i]);
+	}
+	free(files);
+}
+
+static void
 apps_free(struct agent *a)
 {
 	for (size_t i = 0; i < a->napps; i++) {
@@ -1341,8 +1412,11 @@ load_apps(struct agent *a)
 		a->apps[i].components = a->apps[i].states = -1;
 		watch_tree(a, i, "");
 	}
+	/* IN_MASK_ADD: the root may be a source directory too, whose
+	 * watch must keep its own events */
 	a->wd_conf = inotify_add_watch(a->ino, a->ws->root,
-	    IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR);
+	    IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR | IN_MASK_ADD);
+	watch_plugins(a);
 	return 0;
 }
 
@@ -1471,6 +1545,7 @@ out:
 	}
 	free(a.dirs);
 	apps_free(&a);
+	plugins_unwatch(&a);
 	int fds2[] = {a.sig, a.ino, a.tmr, a.ep, a.lst};
 	for (size_t i = 0; i < 5; i++)
 		if (fds2[i] > 0)

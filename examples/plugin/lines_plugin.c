@@ -15,6 +15,10 @@
 #include <tend/plugin.h>
 #include <tend/status.h>
 
+#ifndef LINES_STATS_PREFIX
+#define LINES_STATS_PREFIX ""
+#endif
+
 int lines_declare(struct tend_comp *c, const struct tend_source_item *item);
 
 int
@@ -52,7 +56,7 @@ lines_declare(struct tend_comp *c, const struct tend_source_item *item)
 		    item->path);
 	}
 	rc = tend_plugin_entry(c, item, item->name, data, len, item->mode);
-	snprintf(stats, sizeof stats, "%zu\n", lines);
+	snprintf(stats, sizeof stats, LINES_STATS_PREFIX "%zu\n", lines);
 	snprintf(name, sizeof name, "stats/%s.lines", item->path);
 	if (rc == 0)
 		rc = tend_plugin_entry(c, item, name, stats, strlen(stats), 0644);

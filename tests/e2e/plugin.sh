@@ -3,7 +3,10 @@
 # logic fingerprint following the .so's bytes, a program embedding
 # tend_main with an app in code, and the manifest attachment.
 . "$(dirname "$0")/lib.sh"
-PLUGIN=${PLUGIN:?} EMBED=${EMBED:?}
+PLUGIN=${PLUGIN:?} EMBED=${EMBED:?} PLUGIN_V2=${PLUGIN_V2:?}
+CTL="python3 $(cd "$(dirname "$0")" && pwd)/agentctl.py"
+AGENT=
+trap '[ -n "$AGENT" ] && kill -TERM $AGENT 2>/dev/null; wait 2>/dev/null; chmod -R u+rwx "$WS" 2>/dev/null; rm -rf "$WS"' EXIT
 
 mkdir src
 printf 'a\nb\n' > src/two.txt
@@ -54,4 +57,31 @@ conf_site ""
 run sync; expect_rc 0 "manifest off"
 expect_gone out/.tend-manifest
 expect_file out/p p
+
+# the agent follows a rebuilt plugin: the new code is loaded (a private
+# copy, so overwriting the .so in place cannot crash the agent) and
+# every item is declared again
+rm -rf out .tend src; mkdir src
+printf 'a\nb\n' > src/two.txt
+cp "$PLUGIN" lines.so
+printf '[tend]\n\tdebounce = 0\n[app "site"]\n\tsource = src\n\ttarget = dir:out\n\tdeclare = plugin lines.so lines_declare\n' > tend.conf
+"$TEND" watch 2>"$WS/agent.err" &
+AGENT=$!
+$CTL "$WS/.tend/agent.sock" ready || fail "agent with a plugin"
+expect_file out/stats/two.txt.lines 2
+$CTL "$WS/.tend/agent.sock" until '[ "$(cat out/stats/two.txt.lines)" = "v2 2" ]' -- "cp '$PLUGIN_V2' lines.so" || fail "the agent loads a rebuilt plugin"
+$CTL "$WS/.tend/agent.sock" until '[ "$(cat out/stats/one.txt.lines 2>/dev/null)" = "v2 1" ]' -- "printf 'x\n' > src/one.txt" || fail "the rebuilt plugin declares new items"
+kill -TERM $AGENT; wait $AGENT; AGENT=
+
+# a source that is the workspace root itself: the config's watch on the
+# root must not take the source's events away (deletes, creates)
+rm -rf out .tend src lines.so
+printf '[tend]\n\tdebounce = 0\n[app "root"]\n\tsource = .\n\tinclude = *.txt\n\ttarget = dir:out\n' > tend.conf
+"$TEND" watch 2>"$WS/agent.err" &
+AGENT=$!
+$CTL "$WS/.tend/agent.sock" ready || fail "agent on the root"
+$CTL "$WS/.tend/agent.sock" until '[ -f out/r.txt ]' -- "printf 'r\n' > r.txt" || fail "a file created at the root"
+$CTL "$WS/.tend/agent.sock" until '[ ! -e out/r.txt ]' -- "rm r.txt" || fail "a file deleted at the root"
+$CTL "$WS/.tend/agent.sock" until '[ -f out/nd/n.txt ]' -- "mkdir nd && printf 'n\n' > nd/n.txt" || fail "a directory created at the root"
+kill -TERM $AGENT; wait $AGENT; AGENT=
 finish
