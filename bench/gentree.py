@@ -97,7 +97,9 @@ def gen(a):
 def files(root):
     out = []
     for dp, dn, fn in os.walk(root):
-        dn.sort()
+        # a repository inside the tree (git's side of bench/git.sh) is
+        # not the tree: mutating its objects would corrupt it
+        dn[:] = sorted(d for d in dn if d != ".git")
         out.extend(os.path.join(dp, f) for f in sorted(fn))
     return out
 

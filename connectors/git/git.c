@@ -21,6 +21,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <git2.h>
+#include <git2/sys/mempack.h>
+#include <git2/sys/odb_backend.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,7 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "pack.h"
 #include "tend/arena.h"
 #include "tend/fingerprint.h"
 #include "tend/status.h"
@@ -36,6 +39,9 @@
 
 #define REC_LEN (1 + 16 + 4)
 #define RETRIES 8
+/* from this many new blobs in one commit, objects go to one pack file
+ * instead of one loose file each (a first commit of 100k files) */
+#define PACK_MIN 512
 
 /* ---- spec ---- */
 
@@ -529,10 +535,223 @@ join_path(struct tend_buf *b, const char *prefix, const char *path)
 	tend_buf_puts(b, path);
 }
 
+/* ---- one pack for a big commit ---- */
+
+
+/*
+ * While a packer is on, every object written to the repository (blobs,
+ * trees, the commit) lands in an in-memory backend; packer_flush writes
+ * them as one pack and index (git_odb_write_pack) before the ref may
+ * point at them. Without it each object is a loose file: a fsync-less
+ * create, write and rename per object.
+ */
+struct packer {
+	git_odb *odb;
+	git_odb_backend *mem;
+};
+
+static int
+packer_start(struct packer *pk, git_repository *repo)
+{
+	memset(pk, 0, sizeof *pk);
+	if (git_repository_odb(&pk->odb, repo) || git_mempack_new(&pk->mem) ||
+	    git_odb_add_backend(pk->odb, pk->mem, 1000)) {
+		int rc = git_fail("set up an in-memory object store", NULL);
+
+		git_odb_free(pk->odb);
+		pk->odb = NULL;
+		return rc;
+	}
+	return 0;
+}
+
+/* The new trees under `tree` (those the in-memory backend holds), each
+ * once, parents before children. */
+static int
+new_trees(struct packer *pk, git_repository *repo, const git_oid *tree,
+    git_oid **v, size_t *n, size_t *cap)
+{
+	git_tree *t = NULL;
+	int rc = 0;
+
+	if (!pk->mem->exists(pk->mem, tree))
+		return 0;
+	for (size_t i = 0; i < *n; i++)
+		if (git_oid_equal(&(*v)[i], tree))
+			return 0; /* the same subtree twice */
+	if (*n == *cap) {
+		*cap = *cap ? *cap * 2 : 64;
+		*v = tend_xrealloc(*v, *cap * sizeof **v);
+	}
+	(*v)[(*n)++] = *tree;
+	if (git_tree_lookup(&t, repo, tree))
+		return git_fail("read a new tree", NULL);
+	for (size_t i = 0; rc == 0 && i < git_tree_entrycount(t); i++) {
+		const git_tree_entry *e = git_tree_entry_byindex(t, i);
+
+		if (git_tree_entry_type(e) == GIT_OBJECT_TREE)
+			rc = new_trees(pk, repo, git_tree_entry_id(e), v, n, cap);
+	}
+	git_tree_free(t);
+	return rc;
+}
+
+/*
+ * Before the ref may name `commit`: write the commit and the new trees
+ * the in-memory backend holds as one pack. (The blobs went to a pack of
+ * their own before the trees were built.)
+ */
+static int
+packer_flush(struct packer *pk, git_repository *repo, const git_oid *commit)
+{
+	git_commit *c = NULL;
+	git_oid *v = NULL;
+	size_t n = 0, cap = 0;
+	struct tend_pack *p = NULL;
+	int rc;
+
+	if (!pk || !pk->mem)
+		return 0;
+	if (git_commit_lookup(&c, repo, commit))
+		return git_fail("read the new commit", NULL);
+	rc = new_trees(pk, repo, git_commit_tree_id(c), &v, &n, &cap);
+	git_commit_free(c);
+	if (rc == 0)
+		rc = tend_pack_open(&p, repo, (uint32_t)n + 1);
+	git_oid ids[1] = {*commit};
+	for (size_t i = 0; rc == 0 && i <= n; i++) {
+		git_odb_object *o = NULL;
+		const git_oid *id = i < n ? &v[i] : &ids[0];
+
+		if (git_odb_read(&o, pk->odb, id))
+			rc = git_fail("read a new object", NULL);
+		else
+			rc = tend_pack_add(p, git_odb_object_type(o), id,
+			    git_odb_object_data(o), git_odb_object_size(o));
+		git_odb_object_free(o);
+	}
+	if (rc == 0) {
+		rc = tend_pack_commit(p);
+		p = NULL;
+	}
+	tend_pack_abort(p);
+	free(v);
+	if (rc == 0)
+		git_mempack_reset(pk->mem);
+	return rc;
+}
+
+static int
+read_all(const char *path, struct tend_buf *b)
+{
+	char chunk[65536];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	tend_buf_reset(b);
+	if (fd < 0)
+		return tend_error_set(TEND_ERROR, "git: %s: %s", path,
+		    strerror(errno));
+	while ((n = read(fd, chunk, sizeof chunk)) > 0)
+		tend_buf_put(b, chunk, (size_t)n);
+	close(fd);
+	if (n < 0)
+		return tend_error_set(TEND_ERROR, "git: %s: %s", path,
+		    strerror(errno));
+	if (!b->ptr)
+		tend_buf_puts(b, ""); /* an empty file: a valid pointer */
+	return 0;
+}
+
+static const struct git_action *const *sort_acts;
+
+static int
+cmp_put_fp(const void *x, const void *y)
+{
+	size_t a = *(const size_t *)x, b = *(const size_t *)y;
+	int c = memcmp(sort_acts[a]->e.fp.b, sort_acts[b]->e.fp.b,
+	    sizeof sort_acts[a]->e.fp.b);
+
+	return c ? c : (a > b) - (a < b);
+}
+
+/*
+ * The blobs of a big commit, as one pack, in one read of each file: the
+ * contents are told apart by the fingerprint of their record, so the
+ * pack's object count is known before the first byte; each content is
+ * read once, hashed (its id) and deflated. ids[i] is the id of puts[i].
+ */
+static void
+packer_stop(struct packer *pk)
+{
+	/* the odb owns the backend: freeing the repository frees it */
+	git_odb_free(pk->odb);
+	pk->odb = NULL;
+	pk->mem = NULL;
+}
+
+static int
+pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
+    git_oid *ids)
+{
+	size_t *order = tend_xcalloc(n + 1, sizeof *order);
+	size_t *first = tend_xcalloc(n + 1, sizeof *first);
+	uint32_t nfresh = 0;
+	struct tend_pack *p = NULL;
+	struct tend_buf data = TEND_BUF_INIT;
+	int rc;
+
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	sort_acts = (const struct git_action *const *)puts;
+	qsort(order, n, sizeof *order, cmp_put_fp);
+	for (size_t j = 0; j < n; j++) {
+		size_t i = order[j];
+		bool same = j && memcmp(puts[order[j - 1]]->e.fp.b,
+				     puts[i]->e.fp.b, sizeof puts[i]->e.fp.b) == 0;
+
+		first[i] = same ? first[order[j - 1]] : i;
+		nfresh += !same;
+	}
+	rc = tend_pack_open(&p, repo, nfresh);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (first[i] != i)
+			continue;
+		if ((rc = read_all(puts[i]->e.src, &data)))
+			break;
+		if (git_odb_hash(&ids[i], data.ptr, data.len, GIT_OBJECT_BLOB))
+			rc = git_fail("hash", puts[i]->e.src);
+		else
+			rc = tend_pack_add(p, GIT_OBJECT_BLOB, &ids[i], data.ptr,
+			    data.len);
+	}
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		ids[i] = ids[first[i]];
+	if (rc == 0) {
+		rc = tend_pack_commit(p);
+		p = NULL;
+	}
+	tend_pack_abort(p);
+	tend_buf_release(&data);
+	free(order);
+	free(first);
+	return rc;
+}
+
 struct update {
 	git_tree_update u;
 	char *path;
+	size_t seq; /* the action's order: the last on a path wins */
 };
+
+static int
+cmp_update(const void *x, const void *y)
+{
+	const struct update *a = x, *b = y;
+	int c = strcmp(a->path, b->path);
+
+	return c ? c : (a->seq > b->seq) - (a->seq < b->seq);
+}
 
 /*
  * Commit `n` updates (paths relative to the repository root) onto `ref`:
@@ -544,7 +763,7 @@ struct update {
 static int
 commit_updates(git_repository *repo, const char *ref, struct update *ups,
     size_t n, const char *wipe_prefix, bool wipe, const struct spec *spec,
-    size_t nactions)
+    size_t nactions, struct packer *pk)
 {
 	int rc = 0;
 
@@ -650,6 +869,9 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 			rc = git_fail("commit on", ref);
 			goto next;
 		}
+		/* the objects are on disk before any ref names them */
+		if ((rc = packer_flush(pk, repo, &commit_id)))
+			goto next;
 		/* compare-and-swap: only if the ref is still our base */
 		if (have_tip)
 			rc = git_reference_create_matching(&newref, repo, ref,
@@ -734,6 +956,8 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	git_repository *repo = NULL;
 	struct update *ups = calloc(n + 1, sizeof *ups);
 	size_t nu = 0, nentries = 0;
+	struct packer pk;
+	bool use_pack = false;
 	struct tend_buf path = TEND_BUF_INIT;
 	int rc;
 
@@ -760,7 +984,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			}
 			if (a->kind == A_DROP || a->wipe) {
 				int r = commit_updates(repo, a->ref, NULL, 0,
-				    a->prefix, true, &a->spec, 0);
+				    a->prefix, true, &a->spec, 0, NULL);
 				if (r)
 					tend_apply_fail(&results[idx[i]], r, "%s",
 					    tend_error_last());
@@ -770,27 +994,41 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 				    a->repo, a->ref, a->prefix, &a->spec)->base;
 		}
 	}
-	/* entries: one commit for all of them */
+	/* entries: one commit for all of them; many new blobs: one pack */
 	const struct spec *spec = NULL;
-	for (size_t i = 0; i < n; i++) {
+	size_t nputs = 0;
+	for (size_t i = 0; i < n; i++)
+		nputs += acts[i]->kind == A_PUT;
+	if (rc == 0 && nputs >= PACK_MIN && packer_start(&pk, repo) == 0)
+		use_pack = true;
+	git_oid *packed = NULL;
+	if (use_pack) {
+		struct git_action **puts = tend_xcalloc(nputs + 1, sizeof *puts);
+		size_t k = 0;
+
+		packed = tend_xcalloc(nputs + 1, sizeof *packed);
+		for (size_t i = 0; i < n; i++)
+			if (acts[i]->kind == A_PUT)
+				puts[k++] = acts[i];
+		rc = pack_blobs(repo, puts, k, packed);
+		free(puts);
+	}
+	size_t nput = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct git_action *a = acts[i];
 
 		if (a->kind != A_PUT && a->kind != A_DEL)
 			continue;
 		spec = &a->spec;
 		join_path(&path, a->prefix, a->path);
-		/* the last action on a path wins */
-		size_t k;
-		for (k = 0; k < nu; k++)
-			if (strcmp(ups[k].path, path.ptr) == 0)
-				break;
-		if (k == nu) {
-			ups[nu].path = strdup(path.ptr);
-			nu++;
-		}
+		size_t k = nu++;
+		ups[k].path = tend_xstrdup(path.ptr);
+		ups[k].seq = k;
 		memset(&ups[k].u, 0, sizeof ups[k].u);
 		if (a->kind == A_PUT) {
-			if (git_blob_create_from_disk(&ups[k].u.id, repo,
+			if (packed)
+				ups[k].u.id = packed[nput++];
+			else if (git_blob_create_from_disk(&ups[k].u.id, repo,
 				a->e.src)) {
 				rc = git_fail("write blob", a->path);
 				break;
@@ -801,9 +1039,26 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			ups[k].u.action = GIT_TREE_UPDATE_REMOVE;
 		nentries++;
 	}
+	/* the last action on a path wins (sorted: no quadratic search) */
+	if (nu > 1) {
+		size_t k = 0;
+
+		qsort(ups, nu, sizeof *ups, cmp_update);
+		for (size_t i = 0; i < nu; i++) {
+			if (i + 1 < nu && strcmp(ups[i].path, ups[i + 1].path) == 0) {
+				free(ups[i].path);
+				continue;
+			}
+			ups[k++] = ups[i];
+		}
+		nu = k;
+	}
 	if (rc == 0 && nu)
 		rc = commit_updates(repo, acts[0]->ref, ups, nu, "", false, spec,
-		    nentries);
+		    nentries, use_pack ? &pk : NULL);
+	if (use_pack)
+		packer_stop(&pk);
+	free(packed);
 	if (rc) {
 		for (size_t i = 0; i < n; i++)
 			if (acts[i]->kind == A_PUT || acts[i]->kind == A_DEL)
@@ -848,6 +1103,19 @@ out:
 	git_repository_free(repo);
 }
 
+static void *const *group_actions;
+
+/* by (repo, ref), then the batch order: a stable grouping */
+static int
+cmp_action_idx(const void *x, const void *y)
+{
+	size_t a = *(const size_t *)x, b = *(const size_t *)y;
+	const struct git_action *p = group_actions[a], *q = group_actions[b];
+	int c = cmp_group(&p, &q);
+
+	return c ? c : (a > b) - (a < b);
+}
+
 static void
 gitconn_apply(struct tend_sink *sink, struct tend_context *ctx,
     void *const *actions, size_t n, struct tend_apply_result *results)
@@ -859,25 +1127,17 @@ gitconn_apply(struct tend_sink *sink, struct tend_context *ctx,
 	if (!sorted || !idx)
 		abort();
 	for (size_t i = 0; i < n; i++)
-		sorted[i] = actions[i];
-	/* stable: group by (repo, ref), keep the batch order inside */
-	for (size_t i = 1; i < n; i++)
-		for (size_t j = i; j > 0 && cmp_group(&sorted[j - 1], &sorted[j]) > 0;
-		     j--) {
-			struct git_action *t = sorted[j];
-			sorted[j] = sorted[j - 1];
-			sorted[j - 1] = t;
-		}
-	/* tags after the commits of their ref */
+		idx[i] = i;
+	group_actions = actions;
+	qsort(idx, n, sizeof *idx, cmp_action_idx);
+	for (size_t i = 0; i < n; i++)
+		sorted[i] = actions[idx[i]];
+	/* one commit per ref; tags after the commits of their ref */
 	for (size_t start = 0; start < n;) {
 		size_t end = start + 1;
 
 		while (end < n && cmp_group(&sorted[start], &sorted[end]) == 0)
 			end++;
-		for (size_t i = start; i < end; i++)
-			for (size_t k = 0; k < n; k++)
-				if (actions[k] == sorted[i])
-					idx[i] = k;
 		apply_group(ctx, sorted + start, end - start, idx + start,
 		    results);
 		start = end;

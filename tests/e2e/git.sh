@@ -131,4 +131,26 @@ while [ $r -le ${GIT_KILL_ITERS:-20} ]; do
 	r=$((r+1))
 done
 echo "git kill rounds: $((r - 1)), killed mid-sync: $killed"
+# a big first commit (600 new files, from 512 on) is written as packs,
+# not 600 loose objects: same content deduplicated, an empty file, nested
+# directories, and then an ordinary small commit on top
+rm -rf big bigsrc .tend; git init -q --bare big; mkdir -p bigsrc/d1/d2
+i=0; while [ $i -lt 600 ]; do printf 'file %d\n' $((i % 550)) > bigsrc/d1/f$i; i=$((i+1)); done
+: > bigsrc/empty; printf 'deep\n' > bigsrc/d1/d2/deep
+printf '[app "big"]\n\tsource = bigsrc\n\ttarget = git:big\n\tref = refs/heads/main\n' > tend.conf
+run sync; expect_rc 0 "a big first commit"
+git -C big fsck --strict >"$WS/.fsck" 2>&1 || fail "git fsck after a packed commit: $(cat "$WS/.fsck")"
+[ "$(git -C big ls-tree -r --name-only refs/heads/main | wc -l)" = 602 ] || fail "602 entries in the packed commit"
+[ "$(git -C big show refs/heads/main:d1/f599)" = "file 49" ] || fail "content from the pack"
+[ -z "$(git -C big show refs/heads/main:empty)" ] || fail "the empty file"
+[ "$(git -C big show refs/heads/main:d1/d2/deep)" = deep ] || fail "a nested file"
+LOOSE=$(git -C big count-objects -v | awk '/^count:/ {print $2}')
+PACKS=$(git -C big count-objects -v | awk '/^packs:/ {print $2}')
+[ "$LOOSE" = 0 ] || fail "a packed commit left $LOOSE loose objects"
+[ "$PACKS" -ge 1 ] || fail "no pack written"
+printf 'changed\n' > bigsrc/d1/f0
+run sync; expect_rc 0 "a small commit on a packed one"
+git -C big fsck --strict >"$WS/.fsck" 2>&1 || fail "git fsck after: $(cat "$WS/.fsck")"
+[ "$(git -C big show refs/heads/main:d1/f0)" = changed ] || fail "small commit content"
+[ "$(git -C big rev-list --count refs/heads/main)" = 2 ] || fail "two commits"
 finish

@@ -1,0 +1,44 @@
+/*
+ * pack.h - writing many new objects to a git repository as one pack.
+ *
+ * A first commit of 100k files as loose objects is 100k file creations
+ * and renames; as one pack it is one stream: each object deflated once,
+ * its index written from the ids the caller already has (libgit2's
+ * indexer would inflate and hash everything again). No delta search
+ * (libgit2's packbuilder always searches a window of 10, which costs
+ * more than it saves for a one-off publish); `git gc` can compress
+ * later.
+ */
+#ifndef TEND_GIT_PACK_H
+#define TEND_GIT_PACK_H
+
+#include <git2.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct tend_pack;
+
+/* Start a pack of exactly `nobjects` objects into the repository. */
+int tend_pack_open(struct tend_pack **out, git_repository *repo,
+    uint32_t nobjects);
+/* Add one object: its raw content and its id (the caller computed it;
+ * each id once). */
+int tend_pack_add(struct tend_pack *p, git_object_t type, const git_oid *id,
+    const void *data, size_t len);
+/* Finish: trailer, index, the pack becomes visible to the repository.
+ * Frees p whatever happens. */
+int tend_pack_commit(struct tend_pack *p);
+void tend_pack_abort(struct tend_pack *p);
+
+/* SHA-1, for the pack's trailer (exposed for its test). */
+struct tend_sha1 {
+	uint32_t h[5];
+	uint64_t len;
+	unsigned char buf[64];
+	size_t nbuf;
+};
+void tend_sha1_init(struct tend_sha1 *s);
+void tend_sha1_update(struct tend_sha1 *s, const void *p, size_t n);
+void tend_sha1_final(struct tend_sha1 *s, unsigned char out[20]);
+
+#endif
