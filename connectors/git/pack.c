@@ -10,6 +10,7 @@
  * both). Both files are written under temporary names in objects/pack/
  * and renamed, the .idx last: a pack is visible only once complete.
  */
+#define _GNU_SOURCE
 #include "pack.h"
 
 #include <errno.h>
