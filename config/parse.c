@@ -127,26 +127,36 @@ strv_finish(struct tend_strv *sv)
 
 /* ---- values ---- */
 
+/* A day is the longest wait that makes sense; anything above it (or a
+ * number strtod reads as inf or nan) is an error, not a cast out of
+ * range. */
+#define DURATION_MAX_MS (24.0 * 3600 * 1000)
+
 int64_t
 tend_config_parse_duration(const char *s)
 {
 	char *end;
-	double v;
+	double v, unit;
 
 	if (!*s)
 		return -1;
 	v = strtod(s, &end);
-	if (end == s || v < 0)
+	if (end == s || !(v >= 0)) /* also nan */
 		return -1;
 	if (*end == '\0' || strcmp(end, "ms") == 0)
-		return (int64_t)v;
-	if (strcmp(end, "s") == 0)
-		return (int64_t)(v * 1000);
-	if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
-		return (int64_t)(v * 60000);
-	if (strcmp(end, "h") == 0)
-		return (int64_t)(v * 3600000);
-	return -1;
+		unit = 1;
+	else if (strcmp(end, "s") == 0)
+		unit = 1000;
+	else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+		unit = 60000;
+	else if (strcmp(end, "h") == 0)
+		unit = 3600000;
+	else
+		return -1;
+	v *= unit;
+	if (!(v <= DURATION_MAX_MS))
+		return -1;
+	return (int64_t)v;
 }
 
 static int
@@ -340,7 +350,8 @@ store(struct ctx *x, const struct opt *o, void *base, const char *value,
 
 		if (ms < 0) {
 			diag(x->d, x->file, line, fullkey,
-			    "expected a duration like 20ms, 1s, 2m; got \"%s\"",
+			    "expected a duration like 20ms, 1s, 2m (at most 24h); "
+			    "got \"%s\"",
 			    value);
 			return -1;
 		}

@@ -204,6 +204,13 @@ durations_parse(void **state)
 	assert_int_equal(tend_config_parse_duration("1.5s"), 1500);
 	assert_int_equal(tend_config_parse_duration("2m"), 120000);
 	assert_int_equal(tend_config_parse_duration("0"), 0);
+	/* found by fuzz-config: out of range was a UB cast, not an error */
+	assert_int_equal(tend_config_parse_duration("27777777777777777777s"), -1);
+	assert_int_equal(tend_config_parse_duration("1e400"), -1);
+	assert_int_equal(tend_config_parse_duration("nan"), -1);
+	assert_int_equal(tend_config_parse_duration("inf"), -1);
+	assert_int_equal(tend_config_parse_duration("25h"), -1);
+	assert_int_equal(tend_config_parse_duration("24h"), 86400000);
 	assert_int_equal(tend_config_parse_duration("x"), -1);
 	assert_int_equal(tend_config_parse_duration("5 s"), -1);
 }
