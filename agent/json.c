@@ -416,3 +416,15 @@ tend_json_bool(const struct tend_json *obj, const char *key, bool def)
 
 	return v && v->type == TEND_JSON_BOOL ? v->b : def;
 }
+
+long long
+tend_json_int(const struct tend_json *obj, const char *key, long long lo,
+    long long hi, long long def)
+{
+	const struct tend_json *v = tend_json_get(obj, key);
+
+	if (!v || v->type != TEND_JSON_NUM ||
+	    !(v->n >= (double)lo && v->n <= (double)hi))
+		return def;
+	return (long long)v->n;
+}

@@ -48,5 +48,11 @@ const char *tend_json_str(const struct tend_json *obj, const char *key,
 double tend_json_num(const struct tend_json *obj, const char *key,
     double def);
 bool tend_json_bool(const struct tend_json *obj, const char *key, bool def);
+/* An integer member: a number in [lo, hi] (fractions truncated), else
+ * `def` - absent, not a number, nan or out of range are all `def`, never
+ * an out-of-range cast. Keep |lo|, |hi| <= TEND_JSON_INT_MAX. */
+#define TEND_JSON_INT_MAX 9007199254740992LL /* 2^53: exact in a double */
+long long tend_json_int(const struct tend_json *obj, const char *key,
+    long long lo, long long hi, long long def);
 
 #endif

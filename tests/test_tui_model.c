@@ -425,6 +425,28 @@ test_json_values(void **state)
 	assert_null(tend_json_get(j, "missing"));
 	assert_string_equal(tend_json_str(j, "a", "def"), "def");
 	tend_json_free(j);
+
+	/* integers: out of range is the default, not an undefined cast
+	 * (fuzz-protocol found 6.4e+100 cast to an unsigned long) */
+	const char *nums = "{\"big\": 6.4e100, \"neg\": -1, \"frac\": 5.7, "
+			   "\"str\": \"7\", \"max\": 9007199254740992}";
+	j = tend_json_parse(nums, strlen(nums), err, sizeof err);
+	assert_non_null(j);
+	assert_int_equal(tend_json_int(j, "big", 0, TEND_JSON_INT_MAX, 3), 3);
+	assert_int_equal(tend_json_int(j, "neg", 0, TEND_JSON_INT_MAX, 3), 3);
+	assert_int_equal(tend_json_int(j, "frac", 0, 10, 3), 5);
+	assert_int_equal(tend_json_int(j, "str", 0, 10, 3), 3);
+	assert_int_equal(tend_json_int(j, "none", 0, 10, 3), 3);
+	assert_true(tend_json_int(j, "max", 0, TEND_JSON_INT_MAX, 3) ==
+	    TEND_JSON_INT_MAX);
+	tend_json_free(j);
+	/* and the model survives such a status */
+	struct tm_model *m = fresh();
+	tm_feed(m, "{\"event\": \"status\", \"pid\": 1e300, \"uptime_ms\": "
+		   "-5, \"apps\": [{\"name\": \"a\", \"states\": 1e99}]}", 1);
+	assert_int_equal(m->pid, 0);
+	assert_int_equal(m->apps[0].states, -1);
+	done(m);
 }
 
 static void

@@ -155,7 +155,7 @@ action_from(struct tm_action *a, const struct tend_json *j, double now)
 	if (a->invalidation)
 		a->op = '!';
 	a->held = tend_json_bool(j, "held", false);
-	a->nprev = (unsigned)tend_json_num(j, "nprev", 0);
+	a->nprev = (unsigned)tend_json_int(j, "nprev", 0, UINT32_MAX, 0);
 	a->missing = tend_json_bool(j, "missing", false);
 	a->time = now;
 }
@@ -235,13 +235,13 @@ on_status(struct tm_model *m, const struct tend_json *j, double now)
 
 	m->conn = TM_READY;
 	m->status_at = now;
-	m->pid = (int)tend_json_num(j, "pid", 0);
+	m->pid = (int)tend_json_int(j, "pid", 0, INT32_MAX, 0);
 	m->paused = strcmp(tend_json_str(j, "state", ""), "paused") == 0;
-	m->uptime_ms = (uint64_t)tend_json_num(j, "uptime_ms", 0);
-	m->passes = (uint64_t)tend_json_num(j, "passes", 0);
-	m->watches = (uint64_t)tend_json_num(j, "watches", 0);
-	m->overflows = (uint64_t)tend_json_num(j, "overflows", 0);
-	m->queue = (uint64_t)tend_json_num(j, "queue", 0);
+	m->uptime_ms = (uint64_t)tend_json_int(j, "uptime_ms", 0, TEND_JSON_INT_MAX, 0);
+	m->passes = (uint64_t)tend_json_int(j, "passes", 0, TEND_JSON_INT_MAX, 0);
+	m->watches = (uint64_t)tend_json_int(j, "watches", 0, TEND_JSON_INT_MAX, 0);
+	m->overflows = (uint64_t)tend_json_int(j, "overflows", 0, TEND_JSON_INT_MAX, 0);
+	m->queue = (uint64_t)tend_json_int(j, "queue", 0, TEND_JSON_INT_MAX, 0);
 	apps_clear(m);
 	if (apps && apps->type == TEND_JSON_ARR) {
 		m->apps = tend_xcalloc(apps->len + 1, sizeof *m->apps);
@@ -250,16 +250,18 @@ on_status(struct tm_model *m, const struct tend_json *j, double now)
 
 			t->name = tend_xstrdup(a->type == TEND_JSON_STR
 				? a->s : tend_json_str(a, "name", "?"));
-			t->components = (long long)tend_json_num(a,
-			    "components", -1);
-			t->states = (long long)tend_json_num(a, "states", -1);
-			t->pending = (unsigned long long)tend_json_num(a,
-			    "pending", 0);
-			t->errors = (unsigned long long)tend_json_num(a,
-			    "errors", 0);
-			t->held = (unsigned long long)tend_json_num(a, "held", 0);
-			t->queued = (unsigned long long)tend_json_num(a,
-			    "queued", 0);
+			t->components = tend_json_int(a, "components", -1,
+			    TEND_JSON_INT_MAX, -1);
+			t->states = tend_json_int(a, "states", -1,
+			    TEND_JSON_INT_MAX, -1);
+			t->pending = (unsigned long long)tend_json_int(a,
+			    "pending", 0, TEND_JSON_INT_MAX, 0);
+			t->errors = (unsigned long long)tend_json_int(a,
+			    "errors", 0, TEND_JSON_INT_MAX, 0);
+			t->held = (unsigned long long)tend_json_int(a, "held", 0,
+			    TEND_JSON_INT_MAX, 0);
+			t->queued = (unsigned long long)tend_json_int(a,
+			    "queued", 0, TEND_JSON_INT_MAX, 0);
 		}
 	}
 	/* the tree's first level: one node per app, kept across updates */
@@ -347,7 +349,8 @@ on_states(struct tm_model *m, const struct tend_json *j)
 		k->prefix = tend_buf_detach(&p, NULL);
 		k->name = tend_xstrdup(name);
 		k->dir = tend_json_bool(c, "dir", false);
-		k->count = (size_t)tend_json_num(c, "count", 0);
+		k->count = (size_t)tend_json_int(c, "count", 0,
+		    TEND_JSON_INT_MAX, 0);
 		k->owner = dup_or_null(tend_json_str(c, "owner", NULL));
 		k->record = dup_or_null(tend_json_str(c, "record", NULL));
 		k->container = tend_json_bool(c, "container", false);
@@ -373,7 +376,9 @@ on_states(struct tm_model *m, const struct tend_json *j)
 	free(old);
 	n->loaded = true;
 	n->loading = false;
-	n->total = (size_t)tend_json_num(j, "total", (double)n->nkids);
+	n->total = (size_t)tend_json_int(j, "total", 0, TEND_JSON_INT_MAX, 0);
+	if (n->total < n->nkids)
+		n->total = n->nkids;
 	n->truncated = tend_json_bool(j, "truncated", false);
 }
 
@@ -460,7 +465,8 @@ tm_feed(struct tm_model *m, const char *line, double now)
 		m->running[0] = '\0';
 		pass_line(m, j);
 		pending_remove_if(m, app, NULL, true);
-		m->passes = (uint64_t)tend_json_num(j, "seq", (double)m->passes);
+		m->passes = (uint64_t)tend_json_int(j, "seq", 0,
+		    TEND_JSON_INT_MAX, (long long)m->passes);
 		reload_open(m, &m->tree, app);
 	} else if (strcmp(ev, "paused") == 0 || strcmp(ev, "resumed") == 0) {
 		m->paused = ev[0] == 'p';
@@ -474,7 +480,8 @@ tm_feed(struct tm_model *m, const char *line, double now)
 		a.time = now;
 		activity_add(m, &a);
 	} else if (strcmp(ev, "shed") == 0) {
-		m->shed += (uint64_t)tend_json_num(j, "events", 0);
+		m->shed += (uint64_t)tend_json_int(j, "events", 0,
+		    TEND_JSON_INT_MAX, 0);
 	} else if (strcmp(ev, "states") == 0) {
 		on_states(m, j);
 	} else if (strcmp(ev, "ok") == 0 &&
