@@ -235,6 +235,14 @@ nwatches(struct agent *a)
 }
 
 static void
+on_count(const struct tend_state_info *si, void *arg)
+{
+	int64_t *states = arg;
+
+	*states += !si->container;
+}
+
+static void
 status_line(struct agent *a, struct tend_buf *b)
 {
 	size_t queued = 0;
@@ -254,6 +262,11 @@ status_line(struct agent *a, struct tend_buf *b)
 	for (size_t i = 0; i < a->napps; i++) {
 		struct appstate *s = &a->apps[i];
 
+		if (s->states < 0 && s->components >= 0) {
+			s->states = 0;
+			tend_engine_list(a->ws->eng, a->ws->cfg.apps[i].name,
+			    on_count, &s->states);
+		}
 		tend_buf_puts(b, i ? ", {\"name\": " : "{\"name\": ");
 		tend_buf_json(b, a->ws->cfg.apps[i].name);
 		tend_buf_printf(b,
@@ -800,14 +813,6 @@ plan_preview(struct agent *a, size_t i)
 	tend_buf_release(&all);
 }
 
-static void
-on_count(const struct tend_state_info *si, void *arg)
-{
-	int64_t *states = arg;
-
-	*states += !si->container;
-}
-
 static int load_apps(struct agent *a);
 
 static void
@@ -913,9 +918,9 @@ run_passes(struct agent *a, bool all)
 		s->held = res.held_deletes;
 		s->errors = pc.failed + pc.errors;
 		if (full) {
-			s->states = 0;
-			tend_engine_list(a->ws->eng, app->name, on_count,
-			    &s->states);
+			/* counted when a status asks (a cursor over every
+			 * state: not on the catch-up's path) */
+			s->states = -1;
 			/* the root, and one per source file (an aggregate
 			 * is one for all of them) */
 			s->components = 1 + (app->target == TEND_TARGET_FILE
