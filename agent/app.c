@@ -1753,6 +1753,8 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 		goto out;
 	}
 	struct tend_walk_opts wo = walk_opts(app, skip, nskip);
+	wo.on_dir = o->on_dir;
+	wo.dir_arg = o->dir_arg;
 	scan.key = (struct tend_buf)TEND_BUF_INIT;
 	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
 		goto out;
@@ -2090,6 +2092,8 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	r.scan_ns = ts_ns(&now);
 	source_skips(ws, app, skip, &nskip); /* a full pass ran: not the source */
 	struct tend_walk_opts wo = walk_opts(app, skip, nskip);
+	wo.on_dir = o->on_dir;
+	wo.dir_arg = o->dir_arg;
 	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
 		goto out;
 	expand_paths(&r, txn, &wo, rels, n, &ps);

@@ -84,6 +84,9 @@ struct tend_sync_opts {
 	void (*progress)(void *arg, const char *app, uint64_t scanned,
 	    uint64_t hashed);
 	void *arg;
+	/* each source directory, just before the walk reads it */
+	void (*on_dir)(void *arg, const char *rel);
+	void *dir_arg;
 };
 
 struct tend_app_result {

@@ -191,6 +191,8 @@ walk_dir(struct walker *w, int dirfd, int depth)
 		w->skipped++;
 		return 0;
 	}
+	if (w->o->on_dir)
+		w->o->on_dir(w->o->dir_arg, w->rel.ptr ? w->rel.ptr : "");
 	while ((e = readdir(d))) {
 		const char *nm = e->d_name;
 

@@ -27,6 +27,11 @@ struct tend_walk_opts {
 	 * inside the source, the state directory */
 	char *const *skip;
 	size_t nskip;
+	/* called with each directory's path ("" for the root) just before
+	 * it is read: the agent adds its inotify watch there, so nothing
+	 * created in it after the read is missed */
+	void (*on_dir)(void *arg, const char *rel);
+	void *dir_arg;
 };
 
 /* Called per regular file; return non-zero to stop the walk with it. */

@@ -370,21 +370,18 @@ skipped_dir(struct agent *a, size_t app, const char *rel)
 	return skip;
 }
 
-/* Watch `rel` (a directory of app's source) and everything below it. The
- * watch is added before the directory is listed. */
-static void
-watch_tree(struct agent *a, size_t app, const char *rel)
+/* Watch app's source directory `rel`; false if it is not watched (the
+ * limit: the app falls back to periodic rescans). */
+static bool
+watch_one(struct agent *a, size_t app, const char *rel)
 {
 	struct tend_app_config *c = &a->ws->cfg.apps[app];
 	struct tend_buf abs = TEND_BUF_INIT;
-	DIR *d;
-	struct dirent *e;
 
-	if (*rel && skipped_dir(a, app, rel))
-		return;
 	tend_buf_printf(&abs, "%s/%s%s%s", a->ws->root, c->source,
 	    *rel ? "/" : "", rel);
 	int wd = inotify_add_watch(a->ino, abs.ptr, IN_MASK | IN_DONT_FOLLOW);
+	tend_buf_release(&abs);
 	if (wd < 0) {
 		if (errno == ENOSPC) {
 			if (!a->limit_reported)
@@ -397,10 +394,30 @@ watch_tree(struct agent *a, size_t app, const char *rel)
 			a->limit_reported = true;
 			a->apps[app].polled = true;
 		}
-		tend_buf_release(&abs);
-		return;
+		return false;
 	}
 	wdir_add_ref(a, wd, app, rel);
+	return true;
+}
+
+/* Watch `rel` (a directory of app's source) and everything below it, as
+ * a new directory needs. The watch is added before the directory is
+ * listed. (A full pass's walk adds the watches of the directories it
+ * reads itself: struct walk_watch.) */
+static void
+watch_tree(struct agent *a, size_t app, const char *rel)
+{
+	struct tend_app_config *c = &a->ws->cfg.apps[app];
+	struct tend_buf abs = TEND_BUF_INIT;
+	DIR *d;
+	struct dirent *e;
+
+	if (*rel && skipped_dir(a, app, rel))
+		return;
+	if (!watch_one(a, app, rel))
+		return;
+	tend_buf_printf(&abs, "%s/%s%s%s", a->ws->root, c->source,
+	    *rel ? "/" : "", rel);
 	if ((d = opendir(abs.ptr))) {
 		while ((e = readdir(d))) {
 			if (e->d_type != DT_DIR || strcmp(e->d_name, ".") == 0 ||
@@ -416,6 +433,22 @@ watch_tree(struct agent *a, size_t app, const char *rel)
 		closedir(d);
 	}
 	tend_buf_release(&abs);
+}
+
+/* The walk of a full pass: each directory is watched just before it is
+ * read, so the agent's start reads the tree once, not twice. */
+struct walk_watch {
+	struct agent *a;
+	size_t app;
+};
+
+static void
+on_walk_dir(void *arg, const char *rel)
+{
+	struct walk_watch *ww = arg;
+
+	if (!ww->a->apps[ww->app].polled)
+		watch_one(ww->a, ww->app, rel);
 }
 
 static void
@@ -516,6 +549,12 @@ on_event_for(struct agent *a, const struct inotify_event *ev, size_t app,
 	struct tend_buf sub = TEND_BUF_INIT;
 
 	if (!(ev->mask & IN_ISDIR)) {
+		const char *base = strrchr(rel, '/');
+
+		/* new ignore rules: what is synced (and watched) changes */
+		if (strcmp(base ? base + 1 : rel, ".gitignore") == 0 &&
+		    a->ws->cfg.apps[app].gitignore)
+			a->apps[app].full = true;
 		mark_dirty(a, app, rel);
 		return;
 	}
@@ -790,7 +829,9 @@ plan_preview(struct agent *a, size_t i)
 	struct appstate *s = &a->apps[i];
 	struct tend_app_config *app = &a->ws->cfg.apps[i];
 	struct pass_ctx pc = {.a = a, .preview = true};
-	struct tend_sync_opts o = {.preview = true, .allow_delete = true};
+	struct walk_watch ww = {a, i};
+	struct tend_sync_opts o = {.preview = true, .allow_delete = true,
+	    .on_dir = on_walk_dir, .dir_arg = &ww};
 	struct tend_app_result res;
 	struct tend_buf all = TEND_BUF_INIT;
 
@@ -883,8 +924,10 @@ run_passes(struct agent *a, bool all)
 		struct tend_app_config *app = &a->ws->cfg.apps[i];
 		struct pass_ctx pc = {.a = a};
 		struct tend_app_result res;
+		struct walk_watch ww = {a, i};
 		struct tend_sync_opts o = {
-		    .allow_delete = a->o->allow_delete || s->approved};
+		    .allow_delete = a->o->allow_delete || s->approved,
+		    .on_dir = on_walk_dir, .dir_arg = &ww};
 		struct tend_buf line = TEND_BUF_INIT;
 		uint64_t t0 = now_ms();
 		int rc;
@@ -1412,10 +1455,11 @@ load_apps(struct agent *a)
 	apps_free(a);
 	a->napps = a->ws->cfg.napps;
 	a->apps = tend_xcalloc(a->napps + 1, sizeof *a->apps);
+	/* every app's next pass is a full one, whose walk watches each
+	 * directory before reading it */
 	for (size_t i = 0; i < a->napps; i++) {
 		a->apps[i].full = true;
 		a->apps[i].components = a->apps[i].states = -1;
-		watch_tree(a, i, "");
 	}
 	/* IN_MASK_ADD: the root may be a source directory too, whose
 	 * watch must keep its own events */
@@ -1464,11 +1508,12 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 		if (fds[i] >= 0)
 			epoll_ctl(a.ep, EPOLL_CTL_ADD, fds[i], &ev);
 	}
-	/* watches first, then the catch-up pass: nothing falls between */
+	/* the catch-up pass's walk watches each directory just before it
+	 * reads it: nothing falls between */
 	load_apps(&a);
+	run_passes(&a, true);
 	logf_(&a, 1, "watching %zu directories for %zu apps", a.ndirs,
 	    a.napps);
-	run_passes(&a, true);
 	if (o->ready_fd >= 0) {
 		if (write(o->ready_fd, "ready\n", 6) < 0)
 			logf_(&a, 1, "ready pipe: %s", strerror(errno));

@@ -53,6 +53,8 @@ until_ '[ "$(cat out/ren2/sub/y 2>/dev/null)" = y2 ]' 'printf "y2\n" > src/ren2/
 mkdir -p outside/logs/deep && printf 'k\n' > outside/logs/keep.txt && printf 'l\n' > outside/logs/deep/drop.log
 until_ '[ -f out/logs/keep.txt ]' 'printf "*.log\n" > src/.gitignore && mv outside/logs src/logs' "directory moved in, .gitignore applied"
 [ ! -e out/logs/deep/drop.log ] || fail "an ignored file of a moved-in directory was synced"
+# new ignore rules are a full pass: what was ignored is synced now
+until_ '[ -f out/logs/deep/drop.log ]' 'printf "*.tmp\n" > src/.gitignore' "a .gitignore edit re-evaluates the tree"
 # moved out: gone from the target, and its old watch dropped
 until_ '[ ! -e out/ren2 ]' 'mv src/ren2 outside/ren2' "directory moved out"
 printf 'late\n' > outside/ren2/late
