@@ -46,6 +46,7 @@
  * signature is not trusted next time. */
 #define RACY_NS (50ull * 1000000ull)
 #define SIG_VERSION 3
+#define CONF_MAX (4u << 20) /* tend.conf is read up to this size */
 
 /* ---- workspace ---- */
 
@@ -142,10 +143,7 @@ tend_ws_load(struct tend_ws *ws, const char *dir, const char *conf,
 		tend_ws_close(ws);
 		return TEND_ENOTFOUND;
 	}
-	char chunk[8192];
-	ssize_t n;
-	while ((n = read(fd, chunk, sizeof chunk)) > 0 && text.len < (4 << 20))
-		tend_buf_put(&text, chunk, (size_t)n);
+	tend_buf_read_fd(&text, fd, CONF_MAX);
 	close(fd);
 	struct tend_diags diags = {0};
 	const char *shown = conf ? conf : "tend.conf";
@@ -169,16 +167,13 @@ tend_ws_reload(struct tend_ws *ws, struct tend_buf *err)
 	struct tend_buf text = TEND_BUF_INIT;
 	struct tend_diags diags = {0};
 	struct tend_config cfg;
-	char chunk[8192];
-	ssize_t n;
 	int fd = open(ws->conf_path, O_RDONLY | O_CLOEXEC), rc = 0;
 
 	if (fd < 0) {
 		tend_buf_printf(err, "%s: %s\n", ws->conf_path, strerror(errno));
 		return TEND_ENOTFOUND;
 	}
-	while ((n = read(fd, chunk, sizeof chunk)) > 0)
-		tend_buf_put(&text, chunk, (size_t)n);
+	tend_buf_read_fd(&text, fd, CONF_MAX);
 	close(fd);
 	if (tend_config_parse(text.ptr, text.len, "tend.conf", &cfg, &diags)) {
 		char *msg = tend_diags_format(&diags);
@@ -1474,8 +1469,7 @@ root_body(struct tend_comp *c, void *arg)
 static void
 fp_short(struct tend_buf *b, const struct tend_fp *fp)
 {
-	for (int i = 0; i < 4; i++)
-		tend_buf_printf(b, "%02x", fp->b[i]);
+	tend_buf_puthex(b, fp->b, 4);
 }
 
 static int

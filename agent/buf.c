@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 char tend_buf__empty[1];
 
@@ -194,4 +195,18 @@ tend_buf_detach(struct tend_buf *b, size_t *len_out)
 	b->ptr = tend_buf__empty;
 	b->len = b->size = 0;
 	return p;
+}
+
+int
+tend_buf_read_fd(struct tend_buf *b, int fd, size_t max)
+{
+	char chunk[8192];
+	ssize_t n;
+
+	while (b->len < max && (n = read(fd, chunk, sizeof chunk)) != 0) {
+		if (n < 0)
+			return -1;
+		tend_buf_put(b, chunk, (size_t)n);
+	}
+	return 0;
 }

@@ -146,13 +146,10 @@ load_gitignore(struct walker *w, int dirfd, size_t base)
 {
 	int fd = openat(dirfd, ".gitignore", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	struct tend_buf b = TEND_BUF_INIT;
-	char chunk[4096];
-	ssize_t n;
 
 	if (fd < 0)
 		return;
-	while ((n = read(fd, chunk, sizeof chunk)) > 0 && b.len < (1 << 20))
-		tend_buf_put(&b, chunk, (size_t)n);
+	tend_buf_read_fd(&b, fd, 1 << 20);
 	close(fd);
 	for (char *line = b.ptr, *next; line && *line; line = next) {
 		next = strchr(line, '\n');

@@ -1077,8 +1077,9 @@ on_state_level(const struct tend_state_info *si, void *arg)
 		tend_buf_puts(&info, "\"owner\": ");
 		tend_buf_json(&info, si->component);
 		tend_buf_puts(&info, ", \"record\": \"");
-		for (size_t i = 0; si->record && i < si->len && i < 17; i++)
-			tend_buf_printf(&info, "%02x", si->record[i]);
+		if (si->record)
+			tend_buf_puthex(&info, si->record,
+			    si->len < 17 ? si->len : 17);
 		tend_buf_printf(&info, "\", \"container\": %s, \"pending\": %s",
 		    si->container ? "true" : "false",
 		    si->pending ? "true" : "false");

@@ -23,6 +23,7 @@
 #include <git2.h>
 #include <git2/sys/mempack.h>
 #include <git2/sys/odb_backend.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -644,23 +645,18 @@ packer_flush(struct packer *pk, git_repository *repo, const git_oid *commit)
 static int
 read_all(const char *path, struct tend_buf *b)
 {
-	char chunk[65536];
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
 
 	tend_buf_reset(b);
 	if (fd < 0)
 		return tend_error_set(TEND_ERROR, "git: %s: %s", path,
 		    strerror(errno));
-	while ((n = read(fd, chunk, sizeof chunk)) > 0)
-		tend_buf_put(b, chunk, (size_t)n);
-	close(fd);
-	if (n < 0)
-		return tend_error_set(TEND_ERROR, "git: %s: %s", path,
+	rc = tend_buf_read_fd(b, fd, SIZE_MAX);
+	if (rc)
+		rc = tend_error_set(TEND_ERROR, "git: %s: %s", path,
 		    strerror(errno));
-	if (!b->ptr)
-		tend_buf_puts(b, ""); /* an empty file: a valid pointer */
-	return 0;
+	close(fd);
+	return rc;
 }
 
 static const struct git_action *const *sort_acts;

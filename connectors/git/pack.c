@@ -335,8 +335,7 @@ int
 tend_pack_commit(struct tend_pack *p)
 {
 	unsigned char sum[20] = {0};
-	char hex[41];
-	struct tend_buf pack = TEND_BUF_INIT, idx = TEND_BUF_INIT,
+	struct tend_buf hex = TEND_BUF_INIT, pack = TEND_BUF_INIT, idx = TEND_BUF_INIT,
 			tmpidx = TEND_BUF_INIT;
 	git_odb *odb = NULL;
 	int rc = 0;
@@ -355,10 +354,9 @@ tend_pack_commit(struct tend_pack *p)
 	if (rc == 0 && close(p->fd) != 0)
 		rc = sys_fail("close", p->tmp);
 	p->fd = -1;
-	for (int i = 0; i < 20; i++)
-		snprintf(hex + 2 * i, 3, "%02x", sum[i]);
-	tend_buf_printf(&pack, "%spack-%s.pack", p->dir, hex);
-	tend_buf_printf(&idx, "%spack-%s.idx", p->dir, hex);
+	tend_buf_puthex(&hex, sum, sizeof sum);
+	tend_buf_printf(&pack, "%spack-%s.pack", p->dir, hex.ptr);
+	tend_buf_printf(&idx, "%spack-%s.idx", p->dir, hex.ptr);
 	tend_buf_printf(&tmpidx, "%s.idx", p->tmp);
 	if (rc == 0)
 		rc = write_idx(p, sum, tmpidx.ptr);
@@ -383,6 +381,7 @@ tend_pack_commit(struct tend_pack *p)
 		}
 		git_odb_free(odb);
 	}
+	tend_buf_release(&hex);
 	tend_buf_release(&pack);
 	tend_buf_release(&idx);
 	tend_buf_release(&tmpidx);

@@ -33,6 +33,9 @@ void tend_buf_vprintf(struct tend_buf *b, const char *fmt, va_list ap)
 void tend_buf_json(struct tend_buf *b, const char *s);
 /* Append `len` bytes as lowercase hex. */
 void tend_buf_puthex(struct tend_buf *b, const void *data, size_t len);
+/* Append what `fd` reads until its end, or until more than `max` bytes
+ * are in the buffer. 0, or -1 with errno on a read error. */
+int tend_buf_read_fd(struct tend_buf *b, int fd, size_t max);
 /* Empty the buffer, keeping its memory. */
 void tend_buf_reset(struct tend_buf *b);
 /* Free the memory; the buffer is TEND_BUF_INIT again. */
