@@ -1333,6 +1333,25 @@ declare_manifest(struct tend_comp *c, struct run *r)
 	return rc;
 }
 
+/* A source item's memoized component: full and incremental passes mount
+ * it the same way. */
+static int
+mount_item(struct tend_comp *c, struct run *r, struct item *it)
+{
+	struct tend_key path[2] = {tend_key_symbol("files"),
+	    tend_key_strn(it->rel, it->len)};
+	struct tend_mount_opts o = {
+		.processor = r->app->declare == TEND_DECLARE_EXEC ? "exec"
+								  : "copy",
+		.memo = it->sig.mode != 0,
+		.input_fp = item_input(it),
+		.logic_fp = r->logic,
+	};
+	struct item_arg a = {r, it};
+
+	return tend_mount(c, path, 2, item_body, &a, &o);
+}
+
 static int
 root_body(struct tend_comp *c, void *arg)
 {
@@ -1426,16 +1445,7 @@ root_body(struct tend_comp *c, void *arg)
 			tend_mount_keep(c, path, 2);
 			continue;
 		}
-		struct tend_mount_opts o = {
-			.processor = r->app->declare == TEND_DECLARE_EXEC
-			    ? "exec" : "copy",
-			.memo = it->sig.mode != 0,
-			.input_fp = item_input(it),
-			.logic_fp = r->logic,
-		};
-		struct item_arg a = {r, it};
-
-		if ((rc = tend_mount(c, path, 2, item_body, &a, &o)))
+		if ((rc = mount_item(c, r, it)))
 			return rc;
 	}
 	for (size_t i = 0; i < r->nvanished; i++) {
@@ -1905,21 +1915,9 @@ partial_body(struct tend_comp *c, void *arg)
 	struct run *r = ((struct partial *)arg)->r;
 	int rc;
 
-	for (size_t i = 0; i < r->nitems; i++) {
-		struct item *it = &r->items[i];
-		struct tend_key path[2] = {tend_key_symbol("files"),
-		    tend_key_strn(it->rel, it->len)};
-		struct tend_mount_opts o = {
-			.processor = "copy",
-			.memo = it->sig.mode != 0,
-			.input_fp = item_input(it),
-			.logic_fp = r->logic,
-		};
-		struct item_arg a = {r, it};
-
-		if ((rc = tend_mount(c, path, 2, item_body, &a, &o)))
+	for (size_t i = 0; i < r->nitems; i++)
+		if ((rc = mount_item(c, r, &r->items[i])) != 0)
 			return rc;
-	}
 	for (size_t i = 0; !r->hold && i < r->nvanished; i++) {
 		struct tend_key path[2] = {tend_key_symbol("files"),
 		    tend_key_str(r->vanished[i])};

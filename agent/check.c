@@ -244,3 +244,17 @@ tend_display_path(struct tend_buf *out, const char *provider, const char *key)
 		tend_buf_puts(out, key);
 	}
 }
+
+bool
+tend_event_is_refresh(const struct tend_event *ev)
+{
+	return ev->container && !ev->record_changed && !ev->invalidation &&
+	    ev->op != TEND_OP_DELETE;
+}
+
+bool
+tend_event_counts(const struct tend_event *ev)
+{
+	return !tend_event_is_refresh(ev) &&
+	    (!ev->container || ev->op == TEND_OP_DELETE);
+}

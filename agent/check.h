@@ -10,6 +10,7 @@
 
 #include "tend/buf.h"
 #include "tend/engine.h"
+#include "tend/events.h"
 
 struct tend_state_info {
 	const char *component; /* owner: readable component path */
@@ -30,6 +31,14 @@ int tend_engine_list(struct tend_engine *eng, const char *app,
 /* Only the states whose target drifted; *ndrift counts them. */
 int tend_engine_check(struct tend_engine *eng, const char *app,
     tend_state_fn *fn, void *arg, unsigned *ndrift);
+
+/* A container's per-pass refresh of the same record: not an action a
+ * user would want shown. */
+bool tend_event_is_refresh(const struct tend_event *ev);
+/* Is this applied action one users count (created, updated, deleted):
+ * an entry, or a container's delete (a container's own create or
+ * update is not counted; its entries are)? */
+bool tend_event_counts(const struct tend_event *ev);
 
 /* A state's path as users read it: "public/a.html" for a dir entry,
  * "git/repo:docs/a" for a git one. */

@@ -178,13 +178,6 @@ short_path(const char *p)
 	return p;
 }
 
-static bool
-is_refresh(const struct tend_event *ev)
-{
-	return ev->container && !ev->record_changed &&
-	    ev->invalidation == 0 && ev->op != TEND_OP_DELETE;
-}
-
 static void
 on_event(const struct tend_event *ev, void *arg)
 {
@@ -193,7 +186,7 @@ on_event(const struct tend_event *ev, void *arg)
 
 	switch (ev->kind) {
 	case TEND_EV_ACTION_PLANNED:
-		if (!ev->preview || is_refresh(ev))
+		if (!ev->preview || tend_event_is_refresh(ev))
 			break;
 		c->pending = true;
 		tend_display_path(&path, ev->provider, ev->key);
@@ -238,11 +231,11 @@ on_event(const struct tend_event *ev, void *arg)
 		}
 		break;
 	case TEND_EV_ACTION_APPLIED:
-		if (is_refresh(ev))
+		if (tend_event_is_refresh(ev))
 			break;
 		if (ev->invalidation)
 			c->invalidations++;
-		if (ev->container && ev->op != TEND_OP_DELETE)
+		if (!tend_event_counts(ev))
 			break; /* entries are counted, not their directory */
 		if (ev->op == TEND_OP_CREATE)
 			c->created++;

@@ -675,14 +675,6 @@ struct pass_ctx {
 	size_t nplan;
 };
 
-/* A container's per-pass refresh of the same record: not worth showing */
-static bool
-is_refresh(const struct tend_event *ev)
-{
-	return ev->container && !ev->record_changed && !ev->invalidation &&
-	    ev->op != TEND_OP_DELETE;
-}
-
 /* The fields every action event has: what, where, who declared it and
  * why - the dashboard's provenance. */
 static void
@@ -735,7 +727,7 @@ on_engine_event(const struct tend_event *ev, void *arg)
 		return;
 	switch (ev->kind) {
 	case TEND_EV_ACTION_PLANNED:
-		if (is_refresh(ev) || ev->preview != pc->preview)
+		if (tend_event_is_refresh(ev) || ev->preview != pc->preview)
 			return;
 		if (pc->preview) {
 			/* whether a delete is held is known after the pass */
@@ -751,9 +743,9 @@ on_engine_event(const struct tend_event *ev, void *arg)
 		name = "action_pending";
 		break;
 	case TEND_EV_ACTION_APPLIED:
-		if (is_refresh(ev) || pc->preview)
+		if (tend_event_is_refresh(ev) || pc->preview)
 			return;
-		if (!ev->container || ev->op == TEND_OP_DELETE) {
+		if (tend_event_counts(ev)) {
 			if (ev->op == TEND_OP_CREATE)
 				pc->created++;
 			else if (ev->op == TEND_OP_UPDATE)
