@@ -2,6 +2,7 @@
  * buf.c - growable byte buffers and the abort-on-OOM allocators.
  */
 #include "tend/buf.h"
+#include <errno.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,6 +208,32 @@ tend_buf_read_fd(struct tend_buf *b, int fd, size_t max)
 		if (n < 0)
 			return -1;
 		tend_buf_put(b, chunk, (size_t)n);
+	}
+	return 0;
+}
+
+void
+tend_buf_consume(struct tend_buf *b, size_t n)
+{
+	if (n >= b->len)
+		n = b->len;
+	memmove(b->ptr, b->ptr + n, b->len - n);
+	b->len -= n;
+	if (b->size)
+		b->ptr[b->len] = '\0';
+}
+
+int
+tend_buf_write_fd(struct tend_buf *b, int fd)
+{
+	while (b->len) {
+		ssize_t n = write(fd, b->ptr, b->len);
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		if (n <= 0)
+			return -1;
+		tend_buf_consume(b, (size_t)n);
 	}
 	return 0;
 }

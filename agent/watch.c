@@ -151,18 +151,9 @@ client_drop(struct agent *a, struct client *c)
 static void
 client_flush(struct agent *a, struct client *c)
 {
-	while (c->out.len) {
-		ssize_t n = write(c->fd, c->out.ptr, c->out.len);
-
-		if (n < 0 && errno == EAGAIN)
-			break;
-		if (n <= 0) {
-			client_drop(a, c);
-			return;
-		}
-		memmove(c->out.ptr, c->out.ptr + n, c->out.len - (size_t)n);
-		c->out.len -= (size_t)n;
-		c->out.ptr[c->out.len] = '\0';
+	if (tend_buf_write_fd(&c->out, c->fd) != 0) {
+		client_drop(a, c);
+		return;
 	}
 	struct epoll_event ev = {.events = EPOLLIN | (c->out.len ? EPOLLOUT : 0),
 	    .data.ptr = c};
@@ -1286,10 +1277,7 @@ on_client(struct agent *a, struct client *c, uint32_t events)
 		on_command(a, c, c->in.ptr);
 		if (c->fd < 0)
 			break;
-		size_t used = (size_t)(nl - c->in.ptr) + 1;
-		memmove(c->in.ptr, c->in.ptr + used, c->in.len - used);
-		c->in.len -= used;
-		c->in.ptr[c->in.len] = '\0';
+		tend_buf_consume(&c->in, (size_t)(nl - c->in.ptr) + 1);
 	}
 }
 
@@ -1651,9 +1639,7 @@ tend_agent_request(const char *state_dir, const char *cmd,
 			}
 			if (until_pass && strstr(in.ptr, "\"event\": \"sync_done\""))
 				done = true;
-			memmove(in.ptr, in.ptr + len, in.len - len);
-			in.len -= len;
-			in.ptr[in.len] = '\0';
+			tend_buf_consume(&in, len);
 			if (done) {
 				rc = 0;
 				goto out;

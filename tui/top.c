@@ -128,9 +128,7 @@ conn_read(struct conn *c, struct tm_model *m)
 		tm_feed(m, c->in.ptr + start, now);
 		start = (size_t)(nl - c->in.ptr) + 1;
 	}
-	memmove(c->in.ptr, c->in.ptr + start, c->in.len - start);
-	c->in.len -= start;
-	c->in.ptr[c->in.len] = '\0';
+	tend_buf_consume(&c->in, start);
 	if (c->in.len > 4 * 1024 * 1024)
 		conn_lost(c, m); /* no line is that long */
 }
@@ -138,19 +136,8 @@ conn_read(struct conn *c, struct tm_model *m)
 static void
 conn_write(struct conn *c, struct tm_model *m)
 {
-	while (c->fd >= 0 && m->out.len) {
-		ssize_t n = write(c->fd, m->out.ptr, m->out.len);
-
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			return;
-		if (n <= 0) {
-			conn_lost(c, m);
-			return;
-		}
-		memmove(m->out.ptr, m->out.ptr + n, m->out.len - (size_t)n);
-		m->out.len -= (size_t)n;
-		m->out.ptr[m->out.len] = '\0';
-	}
+	if (c->fd >= 0 && tend_buf_write_fd(&m->out, c->fd) != 0)
+		conn_lost(c, m);
 }
 
 int

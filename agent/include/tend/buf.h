@@ -36,6 +36,12 @@ void tend_buf_puthex(struct tend_buf *b, const void *data, size_t len);
 /* Append what `fd` reads until its end, or until more than `max` bytes
  * are in the buffer. 0, or -1 with errno on a read error. */
 int tend_buf_read_fd(struct tend_buf *b, int fd, size_t max);
+/* Drop the first `n` bytes (all of them if fewer). */
+void tend_buf_consume(struct tend_buf *b, size_t n);
+/* Write to the non-blocking `fd` as much as it takes, dropping what was
+ * written: 0 when all is written or fd would block, -1 when fd failed
+ * or is closed. */
+int tend_buf_write_fd(struct tend_buf *b, int fd);
 /* Empty the buffer, keeping its memory. */
 void tend_buf_reset(struct tend_buf *b);
 /* Free the memory; the buffer is TEND_BUF_INIT again. */
