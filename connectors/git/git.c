@@ -566,8 +566,15 @@ packer_start(struct packer *pk, git_repository *repo)
 	return 0;
 }
 
-/* The new trees under `tree` (those the in-memory backend holds), each
- * once, parents before children. */
+static int
+cmp_oid(const void *x, const void *y)
+{
+	return git_oid_cmp(x, y);
+}
+
+/* The new trees under `tree` (those the in-memory backend holds); a
+ * subtree that appears twice is listed twice (packer_flush sorts and
+ * drops the repeats). */
 static int
 new_trees(struct packer *pk, git_repository *repo, const git_oid *tree,
     git_oid **v, size_t *n, size_t *cap)
@@ -577,9 +584,6 @@ new_trees(struct packer *pk, git_repository *repo, const git_oid *tree,
 
 	if (!pk->mem->exists(pk->mem, tree))
 		return 0;
-	for (size_t i = 0; i < *n; i++)
-		if (git_oid_equal(&(*v)[i], tree))
-			return 0; /* the same subtree twice */
 	if (*n == *cap) {
 		*cap = *cap ? *cap * 2 : 64;
 		*v = tend_xrealloc(*v, *cap * sizeof **v);
@@ -617,6 +621,15 @@ packer_flush(struct packer *pk, git_repository *repo, const git_oid *commit)
 		return git_fail("read the new commit", NULL);
 	rc = new_trees(pk, repo, git_commit_tree_id(c), &v, &n, &cap);
 	git_commit_free(c);
+	if (n > 1) {
+		size_t k = 1;
+
+		qsort(v, n, sizeof *v, cmp_oid);
+		for (size_t i = 1; i < n; i++)
+			if (!git_oid_equal(&v[i], &v[k - 1]))
+				v[k++] = v[i];
+		n = k;
+	}
 	if (rc == 0)
 		rc = tend_pack_open(&p, repo, (uint32_t)n + 1);
 	git_oid ids[1] = {*commit};
