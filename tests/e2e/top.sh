@@ -193,6 +193,8 @@ wait_screen "~ site +out/alpha +source alpha changed" "watch --tui applies chang
 keys q
 wait_screen '^prompt\$ *$' "shell prompt after watch --tui"
 [ ! -e .tend/agent.sock ] || fail "watch --tui: the agent still runs after q"
+# (the shell may show its prompt a moment before the pid is gone)
+i=0; while kill -0 "$TUI" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 kill -0 "$TUI" 2>/dev/null && fail "watch --tui: the process is still there"
 [ -s .tend/agent.log ] || fail "watch --tui: nothing in agent.log"
 expect_file out/alpha "alpha three"
