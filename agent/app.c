@@ -38,6 +38,7 @@
 #include "inspect.h"
 #include "store.h"
 #include "tend/arena.h"
+#include "tend/failpoint.h"
 #include "tend/status.h"
 #include "walk.h"
 
@@ -161,6 +162,14 @@ tend_ws_load(struct tend_ws *ws, const char *dir, const char *conf,
 	return rc;
 }
 
+/* [tend] fsync, for the sinks that write files */
+static void
+set_fsync(struct tend_ws *ws)
+{
+	tend_engine_set_resource(ws->eng, "fsync",
+	    ws->cfg.fsync ? (void *)"1" : NULL);
+}
+
 int
 tend_ws_reload(struct tend_ws *ws, struct tend_buf *err)
 {
@@ -195,6 +204,8 @@ tend_ws_reload(struct tend_ws *ws, struct tend_buf *err)
 		}
 		tend_config_finish(&ws->cfg);
 		ws->cfg = cfg;
+		if (ws->eng)
+			set_fsync(ws);
 	}
 	tend_diags_finish(&diags);
 	tend_buf_release(&text);
@@ -245,6 +256,7 @@ tend_ws_open(struct tend_ws *ws)
 		return rc;
 	tend_engine_set_resource(ws->eng, "workspace", ws->root);
 	staging_setup(ws);
+	set_fsync(ws);
 	if ((rc = tend_fs_register(ws->eng)))
 		return rc;
 	return tend_git_register(ws->eng);
@@ -510,6 +522,7 @@ struct item {
 	bool kept;      /* kept by the fast path, not mounted */
 	bool restamp;   /* stamp written after the pass */
 	bool had;	/* a signature was stored: seen in an earlier pass */
+	int read_errno; /* why it could not be read (sig.mode == 0) */
 	struct tend_fp old_fp; /* the content it had then */
 	/* exec run ahead of its component, in parallel with others */
 	bool job_done;
@@ -630,9 +643,11 @@ sig_decode(const struct tend_bytes *v, struct sig *s)
 static int
 hash_file(int dirfd, const char *leaf, struct tend_fp *out)
 {
-	int fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc;
+	int fd, rc;
 
-	if (fd < 0)
+	if (tend_failpoint("read", leaf))
+		return -1;
+	if ((fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return -1;
 	rc = hash_fd_fp(fd, out);
 	close(fd);
@@ -714,6 +729,7 @@ add_item(struct run *r, const char *rel, size_t len, const struct stat *st,
 		if (hash_file(dirfd, leaf, &it.sig.fp) != 0) {
 			/* unreadable: an error of this item, reported by its
 			 * component (the target keeps what it had) */
+			it.read_errno = errno ? errno : EIO;
 			memset(&it.sig.fp, 0, sizeof it.sig.fp);
 			it.sig.mode = 0;
 		}
@@ -1165,8 +1181,8 @@ item_body(struct tend_comp *c, void *arg)
 	int rc;
 
 	if (it->sig.mode == 0)
-		return tend_error_set(TEND_ERROR, "%s/%s: cannot read",
-		    r->app->source, it->rel);
+		return tend_error_set(TEND_ERROR, "%s/%s: cannot read: %s",
+		    r->app->source, it->rel, strerror(it->read_errno));
 	expand_name(&name, r->app->name_tmpl, it->rel);
 	/* collect what it declares now (the manifest lists it) */
 	struct tend_buf old = it->outs;

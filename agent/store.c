@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "tend/buf.h"
+#include "tend/failpoint.h"
 #include "tend/status.h"
 
 static const char *const table_names[TEND_T__COUNT] = {
@@ -43,6 +44,7 @@ struct tend_store {
 	uint64_t map_size;
 	struct tend_txn *held; /* preview */
 	unsigned fail_commit;  /* fault injection: countdown */
+	bool broken;	       /* a resize failed: LMDB has no map */
 	char *dir;
 };
 
@@ -145,12 +147,6 @@ tend_store_open(struct tend_store **out, const char *dir, uint64_t map_size)
 		mdb_fail(rc, "commit");
 		goto out;
 	}
-	{
-		const char *f = getenv("TEND_FAIL_COMMIT");
-
-		if (f && *f)
-			st->fail_commit = (unsigned)strtoul(f, NULL, 10);
-	}
 	*out = st;
 	st = NULL;
 	error = TEND_OK;
@@ -186,23 +182,48 @@ tend_store_fail_commit_after(struct tend_store *st, unsigned n)
 	st->fail_commit = n;
 }
 
+/* One transaction that still fills the map after this many doublings is
+ * not going to fit (the disk is full, or a failpoint says so). The map
+ * keeps its size for later transactions, so the store itself can grow
+ * beyond this. */
+#define MAX_GROWTH 8
+/* and no map beyond 1 TiB: a failed mdb_env_set_mapsize leaves the
+ * environment unmapped, so it must not be asked for what cannot be had */
+#define MAX_MAP ((uint64_t)1 << 40)
+
 static int
-grow(struct tend_store *st)
+grow(struct tend_store *st, int *growths)
 {
 	uint64_t nsize = st->map_size * 2;
-	int rc = mdb_env_set_mapsize(st->env, (size_t)nsize);
+	int rc;
 
-	if (rc != 0)
+	if (st->broken)
+		return tend_error_set(TEND_ERROR, "store %s: unusable after a "
+		    "failed resize", st->dir);
+	if (++*growths > MAX_GROWTH || nsize > MAX_MAP)
+		return tend_error_set(TEND_ERROR,
+		    "store %s: the map is still full at %llu MiB: is the "
+		    "disk full?",
+		    st->dir, (unsigned long long)(st->map_size >> 20));
+	if ((rc = mdb_env_set_mapsize(st->env, (size_t)nsize)) != 0) {
+		st->broken = true;
 		return mdb_fail(rc, "grow map");
+	}
 	st->map_size = nsize;
 	return 0;
 }
 
-int
-tend_store_write(struct tend_store *st, tend_store_body_fn *body, void *arg)
+static int
+store_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
+    const char *what)
 {
+	int growths = 0;
+
 	if (st->held)
 		return body(st->held, arg);
+	if (st->broken)
+		return tend_error_set(TEND_ERROR, "store %s: unusable after a "
+		    "failed resize", st->dir);
 	for (;;) {
 		struct tend_txn t = {.st = st};
 		int rc = mdb_txn_begin(st->env, NULL, 0, &t.txn);
@@ -221,7 +242,7 @@ tend_store_write(struct tend_store *st, tend_store_body_fn *body, void *arg)
 
 		if (t.map_full) {
 			mdb_txn_abort(t.txn);
-			if ((rc = grow(st)) != 0)
+			if ((rc = grow(st, &growths)) != 0)
 				return rc;
 			continue;
 		}
@@ -229,14 +250,16 @@ tend_store_write(struct tend_store *st, tend_store_body_fn *body, void *arg)
 			mdb_txn_abort(t.txn);
 			return error;
 		}
-		if (st->fail_commit && --st->fail_commit == 0) {
+		if ((st->fail_commit && --st->fail_commit == 0) ||
+		    tend_failpoint("lmdb-commit", what)) {
 			mdb_txn_abort(t.txn);
 			return tend_error_set(TEND_ERROR,
-			    "store: commit: injected failure");
+			    "store %s: commit (%s): injected failure", st->dir,
+			    what);
 		}
 		rc = mdb_txn_commit(t.txn);
 		if (rc == MDB_MAP_FULL) {
-			if ((rc = grow(st)) != 0)
+			if ((rc = grow(st, &growths)) != 0)
 				return rc;
 			continue;
 		}
@@ -244,6 +267,12 @@ tend_store_write(struct tend_store *st, tend_store_body_fn *body, void *arg)
 			return mdb_fail(rc, "commit");
 		return 0;
 	}
+}
+
+int
+tend_store_write(struct tend_store *st, tend_store_body_fn *body, void *arg)
+{
+	return store_write(st, body, arg, "write");
 }
 
 int
@@ -255,7 +284,7 @@ tend_store_write_settle(struct tend_store *st, tend_store_body_fn *body,
 	if (st->held)
 		return body(st->held, arg);
 	mdb_env_set_flags(st->env, MDB_NOMETASYNC, 1);
-	rc = tend_store_write(st, body, arg);
+	rc = store_write(st, body, arg, "settle");
 	mdb_env_set_flags(st->env, MDB_NOMETASYNC, 0);
 	return rc;
 }
@@ -273,6 +302,12 @@ tend_store_read_begin(struct tend_store *st, struct tend_txn **out)
 		t->map_full = -1; /* marks a borrowed txn */
 		*out = t;
 		return 0;
+	}
+	if (st->broken) {
+		free(t);
+		*out = NULL;
+		return tend_error_set(TEND_ERROR, "store %s: unusable after "
+		    "a failed resize", st->dir);
 	}
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &t->txn);
 	if (rc == MDB_MAP_RESIZED) {
@@ -344,7 +379,9 @@ tend_store_put(struct tend_txn *t, enum tend_table tab, const void *key,
     size_t klen, const void *val, size_t vlen)
 {
 	MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
-	int rc = mdb_put(t->txn, t->st->dbi[tab], &k, &v, 0);
+	int rc = tend_failpoint("map-full", NULL) ? MDB_MAP_FULL
+						   : mdb_put(t->txn,
+							 t->st->dbi[tab], &k, &v, 0);
 
 	if (rc == MDB_MAP_FULL) {
 		t->map_full = 1;

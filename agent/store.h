@@ -108,7 +108,8 @@ int tend_store_seq_next(struct tend_txn *txn, const char *name,
     uint64_t *out);
 
 /* Fault injection for tests: fail the n-th write commit from now with
- * TEND_ERROR (0 disarms). Also armed by TEND_FAIL_COMMIT=n. */
+ * TEND_ERROR (0 disarms). TEND_FAILPOINTS=lmdb-commit[~write|~settle] and
+ * map-full do the same from the environment (tend/failpoint.h). */
 void tend_store_fail_commit_after(struct tend_store *st, unsigned n);
 
 #endif

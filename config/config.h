@@ -67,6 +67,7 @@ struct tend_config {
 	char *state;	/* relative to the workspace; default ".tend" */
 	uint64_t debounce_ms;
 	uint64_t max_delay_ms;
+	bool fsync; /* fsync written entries and their directories */
 	struct tend_app_config *apps;
 	size_t napps;
 };

@@ -198,6 +198,9 @@ static const struct opt opts[] = {
 	    "quiet period before a watch-mode pass"},
 	{"tend", "max-delay", V_DURATION, T(max_delay_ms), "1s",
 	    "longest a change waits for a quiet period"},
+	{"tend", "fsync", V_BOOL, T(fsync), "false",
+	    "fsync each written entry and its directory before its record "
+	    "settles"},
 	{"app", "source", V_STR, A(source), NULL,
 	    "source directory, relative to the workspace (required)"},
 	{"app", "include", V_STRV, A(include), NULL,

@@ -8,9 +8,11 @@
  * makes the action fail instead of writing elsewhere.
  *
  * Writes are atomic: a temporary file in the same directory, fchmod, then
- * renameat over the name. Data is not fsync'ed (the tracking store is):
- * after a power loss an entry may hold older content than its record, which
- * `tend check` reports and `tend sync --full` repairs. Deletes unlink the
+ * renameat over the name. Data is fsync'ed only with `[tend] fsync = true`
+ * (the file, then its directory after the rename); by default a power loss
+ * may leave an entry older than its record, which `tend check` reports and
+ * `tend sync --full` repairs. Every operation that changes a target can be
+ * made to fail with TEND_FAILPOINTS (tend/failpoint.h). Deletes unlink the
  * entry, then remove the parent directories inside the target that became
  * empty.
  */
@@ -27,12 +29,16 @@
 #include <unistd.h>
 
 #include "tend/arena.h"
+#include "tend/failpoint.h"
 #include "tend/status.h"
 #include "tend/target.h"
 
 #define REC_VERSION 1
 #define REC_LEN (1 + 16 + 4)
 #define MAX_DEPTH 64
+
+/* true when the operation is made to fail (errno set) by TEND_FAILPOINTS */
+#define INJECTED(point, subject) (tend_failpoint(point, subject) != 0)
 
 /* ---- encodings ---- */
 
@@ -209,8 +215,9 @@ chain_open(struct chain *c, int rootfd, const char *rel, size_t len,
 		if (!seg)
 			abort();
 		int parent = c->fd[c->n - 1];
-		if (create && mkdirat(parent, seg, 0755) != 0 &&
-		    errno != EEXIST) {
+		if (create && (INJECTED("mkdir", seg) ||
+				  (mkdirat(parent, seg, 0755) != 0 &&
+				      errno != EEXIST))) {
 			int e = errno;
 			free(seg);
 			return tend_error_set(e == ENOENT ? TEND_ENOTFOUND
@@ -280,8 +287,8 @@ wipe(int dirfd, int depth)
 			if (unlinkat(dirfd, e->d_name, AT_REMOVEDIR) != 0)
 				rc = tend_error_set(TEND_ERROR, "rmdir %s: %s",
 				    e->d_name, strerror(errno));
-		} else if (unlinkat(dirfd, e->d_name, 0) != 0 &&
-		    errno != ENOENT)
+		} else if (INJECTED("unlink", e->d_name) ||
+		    (unlinkat(dirfd, e->d_name, 0) != 0 && errno != ENOENT))
 			rc = tend_error_set(TEND_ERROR, "unlink %s: %s",
 			    e->d_name, strerror(errno));
 	}
@@ -745,7 +752,7 @@ out:
  */
 static int
 put_entry(int dirfd, int stagefd, const char *leaf,
-    const struct entry_action *a)
+    const struct entry_action *a, bool sync)
 {
 	char tmp[64] = "", proc[64];
 	int fd, rc, tmpdir = stagefd >= 0 ? stagefd : dirfd;
@@ -769,9 +776,14 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 	if (fd < 0)
 		return tend_error_set(TEND_ERROR, "create in %s: %s", a->dir,
 		    strerror(errno));
-	rc = copy_into(fd, a->spec.src);
+	if (INJECTED("write", a->name))
+		rc = tend_error_set(TEND_ERROR, "write: %s", strerror(errno));
+	else
+		rc = copy_into(fd, a->spec.src);
 	if (rc == 0 && fchmod(fd, a->spec.mode & 07777) != 0)
 		rc = tend_error_set(TEND_ERROR, "chmod: %s", strerror(errno));
+	if (rc == 0 && sync && (INJECTED("fsync", a->name) || fsync(fd) != 0))
+		rc = tend_error_set(TEND_ERROR, "fsync: %s", strerror(errno));
 	if (rc == 0 && anon) {
 		snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
 		for (int tries = 0; tries < 100; tries++) {
@@ -790,13 +802,19 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 	}
 	if (close(fd) != 0 && rc == 0)
 		rc = tend_error_set(TEND_ERROR, "close: %s", strerror(errno));
-	if (rc == 0 && renameat(tmpdir, tmp, dirfd, leaf) != 0) {
+	if (rc == 0 && (INJECTED("rename", a->name) ||
+			   renameat(tmpdir, tmp, dirfd, leaf) != 0)) {
 		if (errno == EXDEV && tmpdir != dirfd) {
 			/* staging is on another filesystem: stage here */
 			unlinkat(tmpdir, tmp, 0);
-			return put_entry(dirfd, -1, leaf, a);
+			return put_entry(dirfd, -1, leaf, a, sync);
 		}
 		rc = tend_error_set(TEND_ERROR, "rename to %s: %s", leaf,
+		    strerror(errno));
+	} else if (rc == 0 && sync &&
+	    (INJECTED("fsync", a->name) || fsync(dirfd) != 0)) {
+		/* the entry is in place; its name is durable only now */
+		return tend_error_set(TEND_ERROR, "fsync directory: %s",
 		    strerror(errno));
 	}
 	if (rc && tmp[0])
@@ -805,7 +823,7 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 }
 
 static int
-apply_entry(int root, int stagefd, const struct entry_action *a)
+apply_entry(int root, int stagefd, const struct entry_action *a, bool sync)
 {
 	struct chain c = {0};
 	struct tend_buf parent = TEND_BUF_INIT;
@@ -855,7 +873,8 @@ apply_entry(int root, int stagefd, const struct entry_action *a)
 				rc = tend_error_set(TEND_ERROR,
 				    "%s is a directory now: not deleting it",
 				    a->name);
-			else if (unlinkat(dfd, leaf, 0) != 0 && errno != ENOENT)
+			else if (INJECTED("unlink", a->name) ||
+			    (unlinkat(dfd, leaf, 0) != 0 && errno != ENOENT))
 				rc = tend_error_set(TEND_ERROR, "unlink: %s",
 				    strerror(errno));
 			/* empty parents inside the container go too */
@@ -867,7 +886,7 @@ apply_entry(int root, int stagefd, const struct entry_action *a)
 					break;
 		}
 	} else if (rc == 0)
-		rc = put_entry(c.fd[c.n - 1], stagefd, leaf, a);
+		rc = put_entry(c.fd[c.n - 1], stagefd, leaf, a, sync);
 	chain_close(&c);
 	return rc;
 }
@@ -890,13 +909,16 @@ entry_apply(struct tend_sink *sink, struct tend_context *ctx,
 				    O_RDONLY | O_DIRECTORY | O_CLOEXEC)
 			      : -1;
 
+	bool sync = tend_context_get(ctx, "fsync") != NULL;
+
 	for (size_t i = 0; i < n; i++) {
 		struct entry_action *a = actions[i];
-		int rc = apply_entry(root, stagefd, a);
+		int rc = apply_entry(root, stagefd, a, sync);
 
 		if (rc)
-			tend_apply_fail(&results[i], rc, "%s%s%s: %s", a->dir,
-			    a->dir[0] ? "/" : "", a->name, tend_error_last());
+			/* the engine names the entry */
+			tend_apply_fail(&results[i], rc, "%s",
+			    tend_error_last());
 	}
 	if (stagefd >= 0)
 		close(stagefd);

@@ -34,6 +34,7 @@
 #include "fs.h"
 #include "pack.h"
 #include "tend/arena.h"
+#include "tend/failpoint.h"
 #include "tend/fingerprint.h"
 #include "tend/status.h"
 #include "tend/target.h"
@@ -113,6 +114,16 @@ git_fail(const char *what, const char *detail)
 	return tend_error_set(TEND_ERROR, "git: %s%s%s: %s", what,
 	    detail ? " " : "", detail ? detail : "",
 	    e && e->message ? e->message : "failed");
+}
+
+/* A libgit2 call made to fail by TEND_FAILPOINTS (tend/failpoint.h). */
+static int
+injected(const char *point, const char *what, const char *subject)
+{
+	if (!tend_failpoint(point, subject))
+		return 0;
+	return tend_error_set(TEND_ERROR, "git: %s %s: %s", what, subject,
+	    strerror(errno));
 }
 
 /* ---- handlers ---- */
@@ -726,7 +737,9 @@ pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (first[i] != i)
 			continue;
-		if ((rc = read_all(puts[i]->e.src, &data)))
+		if ((rc = injected("git-odb-write", "write blob",
+			 puts[i]->path)) ||
+		    (rc = read_all(puts[i]->e.src, &data)))
 			break;
 		if (git_odb_hash(&ids[i], data.ptr, data.len, GIT_OBJECT_BLOB))
 			rc = git_fail("hash", puts[i]->e.src);
@@ -882,6 +895,8 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 		if ((rc = packer_flush(pk, repo, &commit_id)))
 			goto next;
 		/* compare-and-swap: only if the ref is still our base */
+		if ((rc = injected("git-ref-update", "update", ref)))
+			goto next;
 		if (have_tip)
 			rc = git_reference_create_matching(&newref, repo, ref,
 			    &commit_id, 1, &tip, "tend: sync");
@@ -972,6 +987,10 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 
 	if (!ups)
 		abort();
+	/* [tend] fsync: libgit2's objects and refs, and our packs */
+	bool sync = tend_context_get(ctx, "fsync") != NULL;
+	git_libgit2_opts(GIT_OPT_ENABLE_FSYNC_GITDIR, (int)sync);
+	tend_pack_set_fsync(sync);
 	rc = open_repo(ctx, acts[0]->repo, &repo);
 	if (rc)
 		goto out;
@@ -1037,6 +1056,9 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		if (a->kind == A_PUT) {
 			if (packed)
 				ups[k].u.id = packed[nput++];
+			else if ((rc = injected("git-odb-write", "write blob",
+				      a->path)))
+				break;
 			else if (git_blob_create_from_disk(&ups[k].u.id, repo,
 				a->e.src)) {
 				rc = git_fail("write blob", a->path);

@@ -122,6 +122,9 @@ struct pack_ent {
 	uint32_t crc;
 };
 
+/* [tend] fsync: the pack and its index reach the disk before the rename */
+static bool sync_files;
+
 struct tend_pack {
 	git_repository *repo;
 	char *dir;		/* objects/pack/ */
@@ -321,7 +324,8 @@ write_idx(struct tend_pack *p, const unsigned char packsum[20],
 	tend_sha1_final(&s, sum);
 	tend_buf_put(&b, sum, 20);
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-	if (fd < 0 || write(fd, b.ptr, b.len) != (ssize_t)b.len)
+	if (fd < 0 || write(fd, b.ptr, b.len) != (ssize_t)b.len ||
+	    (sync_files && fsync(fd) != 0))
 		rc = sys_fail("write", path);
 	if (fd >= 0 && close(fd) != 0 && rc == 0)
 		rc = sys_fail("close", path);
@@ -329,6 +333,12 @@ write_idx(struct tend_pack *p, const unsigned char packsum[20],
 		unlink(path);
 	tend_buf_release(&b);
 	return rc;
+}
+
+void
+tend_pack_set_fsync(bool on)
+{
+	sync_files = on;
 }
 
 int
@@ -351,6 +361,8 @@ tend_pack_commit(struct tend_pack *p)
 		if (rc == 0)
 			rc = flush_out(p);
 	}
+	if (rc == 0 && sync_files && fsync(p->fd) != 0)
+		rc = sys_fail("fsync", p->tmp);
 	if (rc == 0 && close(p->fd) != 0)
 		rc = sys_fail("close", p->tmp);
 	p->fd = -1;

@@ -13,6 +13,7 @@
 #define TEND_GIT_PACK_H
 
 #include <git2.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,8 @@ int tend_pack_add(struct tend_pack *p, git_object_t type, const git_oid *id,
  * Frees p whatever happens. */
 int tend_pack_commit(struct tend_pack *p);
 void tend_pack_abort(struct tend_pack *p);
+/* fsync each pack and index before it is renamed into place */
+void tend_pack_set_fsync(bool on);
 
 /* SHA-1, for the pack's trailer (exposed for its test). */
 struct tend_sha1 {

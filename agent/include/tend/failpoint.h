@@ -1,0 +1,30 @@
+/*
+ * tend/failpoint.h - fault injection, compiled in, armed by the environment.
+ *
+ * TEND_FAILPOINTS is a comma-separated list of
+ *
+ *	POINT[~TEXT][@N][=ACTION]
+ *
+ * POINT names an operation ("write", "rename", "fsync", "mkdir", "unlink",
+ * "lmdb-commit", "map-full", "git-odb-write", "git-ref-update", or any name
+ * a connector passes). ~TEXT fires only when the operation's subject (a
+ * path, a ref) contains TEXT; @N fires only on the N-th matching call
+ * (1-based; without it, every matching call fails). ACTION is an errno name
+ * (EIO, the default, ENOSPC, EACCES, EROFS, EPERM, EDQUOT, ENOMEM), "stop"
+ * (the process stops itself with SIGSTOP, then carries on: a test can race
+ * the operation deterministically) or "kill" (SIGKILL at that point).
+ *
+ * With TEND_FAILPOINTS unset a call costs one load and a branch. Custom
+ * connectors may place their own points to test their failure paths.
+ */
+#ifndef TEND_FAILPOINT_H
+#define TEND_FAILPOINT_H
+
+/*
+ * 0 when the point does not fire; otherwise the injected errno value (also
+ * stored in errno), which the caller reports as if the operation had
+ * failed with it. `subject` may be NULL.
+ */
+int tend_failpoint(const char *point, const char *subject);
+
+#endif
