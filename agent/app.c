@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -262,9 +263,85 @@ tend_ws_open(struct tend_ws *ws)
 	return tend_git_register(ws->eng);
 }
 
+static int
+read_holder(int fd, char *buf, size_t size)
+{
+	ssize_t n = pread(fd, buf, size - 1, 0);
+
+	buf[n > 0 ? n : 0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return atoi(buf);
+}
+
+int
+tend_ws_lock(struct tend_ws *ws, const char *who)
+{
+	struct tend_buf p = TEND_BUF_INIT;
+	char holder[128];
+	int fd, rc = 0;
+
+	if (ws->wlock)
+		return 0;
+	tend_buf_printf(&p, "%s/write.lock", ws->state_dir);
+	fd = open(p.ptr, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = tend_error_set(TEND_ERROR, "%s: %s", p.ptr,
+		    strerror(errno));
+		goto out;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		read_holder(fd, holder, sizeof holder);
+		fprintf(stderr, "tend: waiting for pid %s to finish with "
+				"this workspace\n",
+		    holder[0] ? holder : "?");
+		while (flock(fd, LOCK_EX) != 0)
+			if (errno != EINTR) {
+				rc = tend_error_set(TEND_ERROR, "%s: %s",
+				    p.ptr, strerror(errno));
+				close(fd);
+				goto out;
+			}
+	}
+	snprintf(holder, sizeof holder, "%d (%s)\n", (int)getpid(), who);
+	/* the name is a courtesy to the next one; the flock is the lock */
+	if (ftruncate(fd, 0) == 0)
+		(void)!pwrite(fd, holder, strlen(holder), 0);
+	ws->wlock = fd + 1;
+out:
+	tend_buf_release(&p);
+	return rc;
+}
+
+int
+tend_ws_agent_pid(const struct tend_ws *ws)
+{
+	struct tend_buf p = TEND_BUF_INIT;
+	char pid[64];
+	int fd, running = 0;
+
+	tend_buf_printf(&p, "%s/agent.pid", ws->state_dir);
+	fd = open(p.ptr, O_RDONLY | O_CLOEXEC);
+	tend_buf_release(&p);
+	if (fd < 0)
+		return 0;
+	/* the agent holds an exclusive flock for its life (-1: one runs,
+	 * its pid is not written yet) */
+	if (flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+		running = read_holder(fd, pid, sizeof pid);
+		if (running <= 0)
+			running = -1;
+	}
+	close(fd);
+	return running;
+}
+
 void
 tend_ws_close(struct tend_ws *ws)
 {
+	if (ws->wlock) {
+		close(ws->wlock - 1);
+		ws->wlock = 0;
+	}
 	tend_engine_close(ws->eng);
 	for (size_t i = 0; i < ws->nplugins; i++) {
 		free(ws->plugins[i].spec);

@@ -41,6 +41,7 @@ struct tend_ws {
 	char *staging;	 /* state/staging/<pid> */
 	struct tend_config cfg;
 	struct tend_engine *eng;
+	int wlock; /* state/write.lock + 1 while held (0: not held) */
 };
 
 /*
@@ -54,6 +55,17 @@ int tend_ws_load(struct tend_ws *ws, const char *dir, const char *conf,
 /* Parse tend.conf again and swap the config in whole; on errors the old
  * one stays and `err` has every diagnostic. */
 int tend_ws_reload(struct tend_ws *ws, struct tend_buf *err);
+
+/*
+ * One writer per workspace: take state/write.lock (flock, released with
+ * the process), waiting with a message on stderr while another tend
+ * (`who` names us to the next one: "tend sync") holds it. Readers (plan,
+ * status, check, ls, top) never take it.
+ */
+int tend_ws_lock(struct tend_ws *ws, const char *who);
+
+/* The pid of the agent running for this workspace, or 0. */
+int tend_ws_agent_pid(const struct tend_ws *ws);
 
 /* Open the tracking store and register the built-in connectors. */
 int tend_ws_open(struct tend_ws *ws);

@@ -49,7 +49,24 @@ struct cli {
 	const char *cur_app;
 	struct tend_buf json_items;
 	bool pending;
+	/* one failure shared by many entries (a git commit, a full disk)
+	 * is printed once, then counted */
+	char *last_err;
+	uint64_t same_err;
 };
+
+static void
+flush_same_errors(struct cli *c)
+{
+	if (c->same_err)
+		fprintf(stderr, "tend: %s: ... and %llu more entries failed "
+				"the same way\n",
+		    c->cur_app ? c->cur_app : "?",
+		    (unsigned long long)c->same_err);
+	c->same_err = 0;
+	free(c->last_err);
+	c->last_err = NULL;
+}
 
 static const char *const usage_text =
     "usage: tend [-C DIR] [-c FILE] COMMAND [OPTIONS] [APP...]\n"
@@ -256,6 +273,13 @@ on_event(const struct tend_event *ev, void *arg)
 		break;
 	case TEND_EV_ACTION_FAILED:
 		c->failed++;
+		if (c->last_err && strcmp(c->last_err, ev->error) == 0 &&
+		    !c->verbose) {
+			c->same_err++;
+			break;
+		}
+		flush_same_errors(c);
+		c->last_err = tend_xstrdup(ev->error);
 		tend_display_path(&path, ev->provider, ev->key);
 		if (c->tty)
 			fputs("\r\033[K", stderr);
@@ -334,6 +358,31 @@ put_last(struct tend_txn *txn, void *arg)
 	    lp->text.ptr, lp->text.len);
 }
 
+/*
+ * Open the workspace to write to it: refused while an agent runs (it
+ * applies changes itself; a second writer beside it would race it), and
+ * serialised with any other writing tend by state/write.lock.
+ */
+static int
+writer_open(struct tend_ws *ws, const char *who)
+{
+	int pid = tend_ws_agent_pid(ws);
+
+	if (pid) {
+		fprintf(stderr,
+		    "tend: an agent (pid %d) runs for this workspace and "
+		    "applies changes itself; %s with these options does not "
+		    "go through it: stop it first (kill -TERM %d)\n",
+		    pid, who, pid);
+		return EXIT_USAGE;
+	}
+	if (tend_ws_open(ws) || tend_ws_lock(ws, who)) {
+		fprintf(stderr, "tend: %s\n", tend_error_last());
+		return EXIT_FAIL;
+	}
+	return 0;
+}
+
 static int
 cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 {
@@ -361,7 +410,9 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		}
 		tend_buf_release(&reply);
 	}
-	if ((rc = tend_ws_open(ws))) {
+	if (!preview && (rc = writer_open(ws, "tend sync")))
+		return rc;
+	if (preview && (rc = tend_ws_open(ws))) {
 		fprintf(stderr, "tend: %s\n", tend_error_last());
 		return EXIT_FAIL;
 	}
@@ -386,6 +437,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		c->errors = c->invalidations = c->shown = 0;
 		c->cur_app = app->name;
 		rc = tend_app_sync(ws, app, &o, &res);
+		flush_same_errors(c);
 		double dt = now_s() - t0;
 		if (c->tty)
 			fputs("\r\033[K", stderr);
@@ -673,17 +725,17 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 
 	if (!c->napps)
 		die_usage("drop needs the name of an app");
-	if ((rc = tend_ws_open(ws))) {
-		fprintf(stderr, "tend: %s\n", tend_error_last());
-		return EXIT_FAIL;
-	}
+	if ((rc = writer_open(ws, "tend drop")))
+		return rc;
 	tend_engine_subscribe(ws->eng, ~0u, on_event, c);
 	for (size_t i = 0; i < c->napps; i++) {
 		struct tend_stats st;
 		struct forget f = {c->apps[i]};
 
 		c->deleted = c->failed = 0;
+		c->cur_app = c->apps[i];
 		rc = tend_engine_drop(ws->eng, c->apps[i], &st);
+		flush_same_errors(c);
 		if (rc == 0)
 			rc = tend_store_write(tend_engine_store(ws->eng),
 			    forget_body, &f);

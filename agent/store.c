@@ -319,6 +319,9 @@ tend_store_read_begin(struct tend_store *st, struct tend_txn **out)
 		*out = NULL;
 		return mdb_fail(rc, "begin read");
 	}
+	/* =stop here parks a reader holding its snapshot (concurrency
+	 * tests: a reader never blocks the writer) */
+	tend_failpoint("read-txn", NULL);
 	*out = t;
 	return 0;
 }

@@ -80,6 +80,7 @@ struct client {
 	uint64_t shed; /* action events skipped while it lagged */
 	bool subscribed;
 	bool want_done; /* asked for a sync: told when it is over */
+	uint64_t seen; /* a->ticks when it connected or last sent */
 	struct tend_buf in, out;
 };
 
@@ -93,6 +94,7 @@ struct agent {
 	struct appstate *apps;
 	size_t napps;
 	struct client clients[MAX_CLIENTS];
+	uint64_t ticks; /* orders client activity */
 	uint64_t first_ms, last_ms; /* debounce window */
 	bool paused, stop, reload;
 	bool forced; /* `sync` while paused: one round of passes anyway */
@@ -1267,6 +1269,7 @@ on_client(struct agent *a, struct client *c, uint32_t events)
 		return;
 	}
 	tend_buf_put(&c->in, buf, (size_t)n);
+	c->seen = ++a->ticks;
 	if (c->in.len > 64 * 1024) {
 		client_drop(a, c); /* no command is that long */
 		return;
@@ -1296,16 +1299,36 @@ on_accept(struct agent *a)
 		close(fd);
 		return;
 	}
-	for (int i = 0; i < MAX_CLIENTS; i++) {
+	int slot = -1, idle = -1;
+	for (int i = 0; i < MAX_CLIENTS && slot < 0; i++)
+		if (a->clients[i].fd < 0)
+			slot = i;
+	/* full: make room by dropping the connection idle the longest (not
+	 * subscribed, nothing to read or write), so a script that leaks
+	 * connections cannot lock `tend status` out */
+	for (int i = 0; i < MAX_CLIENTS && slot < 0; i++) {
 		struct client *c = &a->clients[i];
 
-		if (c->fd >= 0)
+		if (c->subscribed || c->in.len || c->out.len)
 			continue;
+		if (idle < 0 || c->seen < a->clients[idle].seen)
+			idle = i;
+	}
+	if (slot < 0 && idle >= 0) {
+		logf_(a, 1, "%d clients: dropping the longest idle one",
+		    MAX_CLIENTS);
+		client_drop(a, &a->clients[idle]);
+		slot = idle;
+	}
+	if (slot >= 0) {
+		struct client *c = &a->clients[slot];
+
 		c->fd = fd;
 		c->in = (struct tend_buf)TEND_BUF_INIT;
 		c->out = (struct tend_buf)TEND_BUF_INIT;
 		c->subscribed = false;
 		c->shed = 0;
+		c->seen = ++a->ticks;
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
 		epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev);
 		return;
@@ -1461,7 +1484,7 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 		a.clients[i].fd = -1;
 	a.start_ms = now_ms();
 	if ((rc = tend_ws_open(ws)) || (rc = take_lock(&a)) ||
-	    (rc = listen_socket(&a)))
+	    (rc = tend_ws_lock(ws, "tend watch")) || (rc = listen_socket(&a)))
 		goto out;
 	tend_engine_subscribe(ws->eng,
 	    TEND_EV_MASK(TEND_EV_ACTION_PLANNED) |
