@@ -971,7 +971,10 @@ declare_entry(struct tend_comp *c, struct run *r, const char *name,
 	int rc;
 
 	if ((rc = tend_fs_check_name(name, strlen(name)))) {
-		tend_error_set(rc, "%s: %s", r->app->name, tend_error_last());
+		/* the event names the app; say which source declared it */
+		if (r->cur)
+			tend_error_set(rc, "%s/%s: %s", r->app->source,
+			    r->cur->rel, tend_error_last());
 		return rc;
 	}
 	tend_fs_encode_entry(&v, &e);

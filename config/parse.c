@@ -609,6 +609,76 @@ key_char(char c)
 	return isalnum((unsigned char)c) || c == '-' || c == '_';
 }
 
+/* "./a//b/" and "a/b" name the same place */
+static void
+norm_path(char *out, size_t size, const char *p)
+{
+	size_t n = 0;
+
+	while (p[0] == '.' && p[1] == '/')
+		p += 2;
+	for (; *p && n + 1 < size; p++) {
+		if (*p == '/' && (n == 0 || out[n - 1] == '/'))
+			continue;
+		out[n++] = *p;
+	}
+	while (n > 0 && out[n - 1] == '/')
+		n--;
+	out[n] = '\0';
+}
+
+static bool
+same_str(const char *a, const char *b)
+{
+	return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+/*
+ * A container or file target has one owner: two apps naming the same one
+ * would take it over from each other on every pass, and dropping one app
+ * would forget the other's entries with it. Apps can still share a
+ * directory through distinct containers (dir:public and dir:public/img)
+ * or distinct entry names in distinct targets.
+ */
+static void
+same_target_check(struct tend_config *cfg, const char *origin,
+    struct tend_diags *diags)
+{
+	for (size_t j = 0; j < cfg->napps; j++) {
+		struct tend_app_config *b = &cfg->apps[j];
+		char pb[1024], pa[1024], k[300];
+
+		if (!b->target_path)
+			continue;
+		norm_path(pb, sizeof pb, b->target_path);
+		for (size_t i = 0; i < j; i++) {
+			struct tend_app_config *a = &cfg->apps[i];
+
+			if (!a->target_path || a->target != b->target)
+				continue;
+			norm_path(pa, sizeof pa, a->target_path);
+			if (strcmp(pa, pb) != 0 ||
+			    (b->target == TEND_TARGET_GIT &&
+				(!same_str(a->ref, b->ref) ||
+				    !same_str(a->prefix, b->prefix))))
+				continue;
+			char hint[1100] = "";
+			if (b->target == TEND_TARGET_DIR)
+				snprintf(hint, sizeof hint,
+				    " (e.g. target = dir:%s/%s)", pb, b->name);
+			else if (b->target == TEND_TARGET_GIT)
+				snprintf(hint, sizeof hint,
+				    " (e.g. prefix = %s)", b->name);
+			snprintf(k, sizeof k, "app.%s.target", b->name);
+			diag(diags, origin, b->line, k,
+			    "the same target as app \"%s\" (line %d): a "
+			    "target has one owner; give each app its own%s",
+			    a->name, a->line, hint);
+			break;
+		}
+	}
+}
+
 int
 tend_config_parse(const char *buf, size_t len, const char *origin,
     struct tend_config *out, struct tend_diags *diags)
@@ -785,6 +855,7 @@ tend_config_parse(const char *buf, size_t len, const char *origin,
 				break;
 			}
 	}
+	same_target_check(out, origin, diags);
 	if (diags->n > before) {
 		tend_config_finish(out);
 		return -1;

@@ -224,8 +224,12 @@ chain_open(struct chain *c, int rootfd, const char *rel, size_t len,
 							  : TEND_ERROR,
 			    "mkdir %.*s: %s", (int)j, rel, strerror(e));
 		}
-		int fd = openat(parent, seg,
-		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		/* open-dir=stop parks here: the TOCTOU tests swap a symlink
+		 * in under us */
+		int fd = INJECTED("open-dir", seg)
+			? -1
+			: openat(parent, seg,
+			      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0) {
 			int e = errno;
 			struct stat st;

@@ -37,7 +37,7 @@ run check -q; expect_rc 0 "two syncs: check"
 # deterministic: a sync parked mid-apply holds the write lock; a second
 # one says whom it waits for, and runs once the first one finishes
 printf 'changed\n' > src/d3/f3
-TEND_FAILPOINTS='write~f3=stop' "$TEND" sync >"$WS/s1.out" 2>&1 & BG=$!
+TEND_FAILPOINTS='write~f3@1=stop' "$TEND" sync >"$WS/s1.out" 2>&1 & BG=$!
 stopped $BG || fail "the first sync did not reach its failpoint"
 "$TEND" sync >"$WS/s2.out" 2>&1 & p2=$!
 i=0; while [ $i -lt 200 ] && ! grep -q "waiting for pid $BG (tend sync)" "$WS/s2.out"; do sleep 0.05; i=$((i+1)); done
@@ -52,7 +52,7 @@ wait $p2; r2=$?
 expect_file out/d3/f3 changed
 
 # a reader holding a read snapshot (parked) never blocks a writer
-TEND_FAILPOINTS='read-txn=stop' "$TEND" ls site >/dev/null 2>&1 & BG=$!
+TEND_FAILPOINTS='read-txn@1=stop' "$TEND" ls site >/dev/null 2>&1 & BG=$!
 stopped $BG || fail "ls did not park with its snapshot"
 printf 'changed again\n' > src/d4/f4
 timeout 60 "$TEND" sync --full >/dev/null 2>&1; rc=$?
@@ -63,7 +63,7 @@ kill -CONT $BG; wait $BG; rc=$?; BG=
 
 # an agent starting while a sync holds the lock waits for it
 printf 'agent\n' > src/d5/f5
-TEND_FAILPOINTS='write~f5=stop' "$TEND" sync >/dev/null 2>&1 & BG=$!
+TEND_FAILPOINTS='write~f5@1=stop' "$TEND" sync >/dev/null 2>&1 & BG=$!
 stopped $BG || fail "sync did not park"
 "$TEND" watch 2>"$WS/agent.err" & AGENT=$!
 i=0; while [ $i -lt 200 ] && ! grep -q "waiting for pid $BG" "$WS/agent.err"; do sleep 0.05; i=$((i+1)); done

@@ -52,4 +52,49 @@ expect_gone out
 expect_file out2/k keep
 run ls site; expect_rc 0 "ls after drop"; [ -z "$OUT" ] || fail "ls after drop: $OUT"
 run status; expect_in "$OUT" "other:" "the other app is still there"
+# ownership: one target, one owner. Two apps naming the same container
+# are refused (they would take it over from each other on every pass,
+# and dropping one forgot the other's entries: found by this test)
+rm -rf shared .tend
+mkdir -p s1 s2; printf '1' > s1/x; printf '2' > s2/y
+cat > tend.conf <<'CONF'
+[app "a"]
+	source = s1
+	target = dir:shared
+[app "b"]
+	source = s2
+	target = dir:./shared/
+CONF
+run sync; expect_rc 2 "two apps, one container"
+expect_in "$ERR" 'tend.conf:4: app.b.target: the same target as app "a" (line 1)' "names both"
+expect_gone shared
+# apps share a directory through their own containers and files; a file
+# tend did not write survives all of it, and dropping or emptying one
+# app touches only its own entries
+cat > tend.conf <<'CONF'
+[app "a"]
+	source = s1
+	target = dir:shared
+	name = a-{name}
+[app "b"]
+	source = s2
+	target = dir:shared/b
+[app "c"]
+	source = s2
+	target = file:shared/c.json
+	declare = exec cat
+CONF
+run sync; expect_rc 0 "three apps in one directory"
+printf 'mine' > shared/stranger
+run drop a; expect_rc 0 "drop a"
+expect_gone shared/a-x; expect_file shared/b/y 2; [ -f shared/c.json ] || fail "c.json dropped with a"
+expect_file shared/stranger mine
+run sync; expect_rc 0 "a back"; expect_file shared/a-x 1
+rm s2/y
+run sync --allow-delete; expect_rc 0 "b's source emptied"
+expect_gone shared/b/y; expect_file shared/a-x 1; expect_file shared/stranger mine
+run drop b c; expect_rc 0 "drop b and c"
+expect_gone shared/c.json; expect_file shared/a-x 1; expect_file shared/stranger mine
+run drop a; expect_rc 0 "drop a again"
+expect_gone shared/a-x; expect_file shared/stranger mine
 finish

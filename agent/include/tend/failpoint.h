@@ -5,9 +5,12 @@
  *
  *	POINT[~TEXT][@N][=ACTION]
  *
- * POINT names an operation ("write", "rename", "fsync", "mkdir", "unlink",
- * "lmdb-commit", "map-full", "git-odb-write", "git-ref-update", or any name
- * a connector passes). ~TEXT fires only when the operation's subject (a
+ * POINT names an operation: in the dir target "write", "rename", "fsync",
+ * "mkdir", "unlink", "open-dir" (subject: the entry name, or the directory
+ * component); "read" (a source file); in the tracking store
+ * "lmdb-commit" (subject "write" or "settle"), "map-full", "read-txn"; in
+ * the git target "git-odb-write" (the entry) and "git-ref-update" (the
+ * ref); or any name a connector passes. ~TEXT fires only when the operation's subject (a
  * path, a ref) contains TEXT; @N fires only on the N-th matching call
  * (1-based; without it, every matching call fails). ACTION is an errno name
  * (EIO, the default, ENOSPC, EACCES, EROFS, EPERM, EDQUOT, ENOMEM), "stop"
