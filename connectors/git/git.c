@@ -44,6 +44,8 @@
 /* from this many new blobs in one commit, objects go to one pack file
  * instead of one loose file each (a first commit of 100k files) */
 #define PACK_MIN 512
+/* a content bigger than this stays out of the pack (see pack_blobs) */
+#define PACK_MAX_BLOB ((uint64_t)16 << 20)
 
 /* ---- spec ---- */
 
@@ -695,12 +697,6 @@ cmp_put_fp(const void *x, const void *y)
 	return c ? c : (a > b) - (a < b);
 }
 
-/*
- * The blobs of a big commit, as one pack, in one read of each file: the
- * contents are told apart by the fingerprint of their record, so the
- * pack's object count is known before the first byte; each content is
- * read once, hashed (its id) and deflated. ids[i] is the id of puts[i].
- */
 static void
 packer_stop(struct packer *pk)
 {
@@ -710,6 +706,14 @@ packer_stop(struct packer *pk)
 	pk->mem = NULL;
 }
 
+/*
+ * The blobs of a big commit, as one pack, in one read of each file: the
+ * contents are told apart by the fingerprint of their record, so the
+ * pack's object count is known before the first byte; each content is
+ * read once, hashed (its id) and deflated. ids[i] is the id of puts[i].
+ * A content bigger than PACK_MAX_BLOB is not read whole: libgit2 streams
+ * it into a loose object, in bounded memory.
+ */
 static int
 pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
     git_oid *ids)
@@ -731,15 +735,24 @@ pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
 				     puts[i]->e.fp.b, sizeof puts[i]->e.fp.b) == 0;
 
 		first[i] = same ? first[order[j - 1]] : i;
-		nfresh += !same;
+		nfresh += !same && puts[i]->e.size <= PACK_MAX_BLOB;
 	}
 	rc = tend_pack_open(&p, repo, nfresh);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (first[i] != i)
 			continue;
 		if ((rc = injected("git-odb-write", "write blob",
-			 puts[i]->path)) ||
-		    (rc = read_all(puts[i]->e.src, &data)))
+			 puts[i]->path)))
+			break;
+		if (puts[i]->e.size > PACK_MAX_BLOB) {
+			if (git_blob_create_from_disk(&ids[i], repo,
+				puts[i]->e.src)) {
+				rc = git_fail("write blob", puts[i]->path);
+				break;
+			}
+			continue;
+		}
+		if ((rc = read_all(puts[i]->e.src, &data)))
 			break;
 		if (git_odb_hash(&ids[i], data.ptr, data.len, GIT_OBJECT_BLOB))
 			rc = git_fail("hash", puts[i]->e.src);
@@ -1027,10 +1040,8 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	size_t nputs = 0;
 	for (size_t i = 0; i < n; i++)
 		nputs += acts[i]->kind == A_PUT;
-	if (rc == 0 && nputs >= PACK_MIN && packer_start(&pk, repo) == 0)
-		use_pack = true;
 	git_oid *packed = NULL;
-	if (use_pack) {
+	if (rc == 0 && nputs >= PACK_MIN) {
 		struct git_action **puts = tend_xcalloc(nputs + 1, sizeof *puts);
 		size_t k = 0;
 
@@ -1038,8 +1049,12 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		for (size_t i = 0; i < n; i++)
 			if (acts[i]->kind == A_PUT)
 				puts[k++] = acts[i];
+		/* before the in-memory backend goes in: the blobs too big
+		 * for the pack are written loose, and must reach the disk */
 		rc = pack_blobs(repo, puts, k, packed);
 		free(puts);
+		if (rc == 0 && packer_start(&pk, repo) == 0)
+			use_pack = true;
 	}
 	size_t nput = 0;
 	for (size_t i = 0; i < n && rc == 0; i++) {

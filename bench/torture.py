@@ -1,0 +1,405 @@
+#!/usr/bin/env python3
+"""torture.py - crash torture for tend.
+
+  torture.py --tend PATH [--iterations N] [--seed S] [--files F] [--keep]
+
+Each iteration applies a random workload to a source tree (creates,
+modifies, deletes, file and directory renames, executable bits, files
+whose exec declaration fails, stray files in the target, and config
+changes toggling lossy `file-mode`/`executable` and destructive
+`exclusive`), then runs `tend sync` (sometimes --full) and SIGKILLs it:
+either after a random delay, or exactly at an operation through a
+failpoint (TEND_FAILPOINTS=POINT@N=kill: a write, a rename, an unlink, a
+mkdir, the commit of pending records, the settling commit, a git object
+write, a ref update).
+
+After every kill a clean `tend sync` must converge:
+  - out/ holds exactly the sources (content, and the mode file-mode says),
+    and every stray file made while the container was not exclusive;
+  - gen/ holds "gen:" + content for every source whose declaration
+    succeeds (a failing one keeps what it had), nothing for deleted ones;
+  - refs/heads/pages has exactly the sources under site/ (blob ids, and
+    modes as `executable` says), and `git fsck --strict` is clean;
+  - `tend check` finds no drift, every tracked state has one record (no
+    pending ones), no temporary file is left in a target or in staging;
+  - one more sync applies nothing and makes no commit.
+
+Exit 0 with a summary line when every iteration converged; on the first
+failure, exit 1 with what differed (the workspace is kept with --keep).
+The test suite runs 100 iterations (suite "torture"; 25 under the
+sanitizers' setup, TORTURE_ITERS); the benchmark runs 1000:
+bench/torture.py --tend build/agent/tend --iterations 1000.
+"""
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+POINTS = ["write", "rename", "unlink", "mkdir", "lmdb-commit~write",
+          "lmdb-commit~settle", "git-odb-write", "git-ref-update"]
+GEN = """c=$(cat)
+case "$c" in FAIL*) echo "gen: $TEND_PATH asks to fail" >&2; exit 3;; esac
+printf 'gen:%s\\n' "$c"
+"""
+
+
+class Failed(Exception):
+    pass
+
+
+class Torture:
+    def __init__(self, a):
+        self.tend = os.path.abspath(a.tend)
+        self.rng = random.Random(a.seed)
+        self.ws = tempfile.mkdtemp(prefix="tend-torture-")
+        self.src = os.path.join(self.ws, "src")
+        self.knobs = {"file_mode": "0644", "site_exclusive": False,
+                      "executable": "keep", "pages_exclusive": False}
+        self.strays = {}  # made while not exclusive: must survive
+        self.nstray = 0
+        self.durations = [0.05]
+        self.stats = {"iterations": 0, "killed": 0, "finished": 0,
+                      "by_timer": 0, "by_failpoint": 0, "full": 0}
+        self.env = dict(os.environ, GIT_AUTHOR_NAME="t",
+                        GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+                        GIT_COMMITTER_EMAIL="t@t")
+        self.env.pop("TEND_FAILPOINTS", None)
+        os.makedirs(self.src)
+        os.makedirs(os.path.join(self.ws, "tools"))
+        with open(os.path.join(self.ws, "tools", "gen.sh"), "w") as f:
+            f.write(GEN)
+        subprocess.run(["git", "init", "-q", "--bare", "repo.git"],
+                       cwd=self.ws, check=True)
+        self.nfiles = a.files
+        for _ in range(a.files):
+            self.create()
+        self.write_conf()
+
+    # ---- the workspace
+
+    def write_conf(self):
+        k = self.knobs
+        with open(os.path.join(self.ws, "tend.conf"), "w") as f:
+            f.write(f"""[app "site"]
+\tsource = src
+\ttarget = dir:out
+\tfile-mode = {k['file_mode']}
+\texclusive = {str(k['site_exclusive']).lower()}
+\tmax-delete = 1000000
+[app "gen"]
+\tsource = src
+\tdeclare = exec sh ../tools/gen.sh
+\ttarget = dir:gen
+\tmax-delete = 1000000
+[app "pages"]
+\tsource = src
+\ttarget = git:repo.git
+\tref = refs/heads/pages
+\tprefix = site
+\texecutable = {k['executable']}
+\texclusive = {str(k['pages_exclusive']).lower()}
+\tmax-delete = 1000000
+""")
+
+    def files(self):
+        out = []
+        for root, dirs, names in os.walk(self.src):
+            for n in names:
+                out.append(os.path.relpath(os.path.join(root, n), self.src))
+        return sorted(out)
+
+    def dirs(self):
+        out = [""]
+        for root, dirs, _ in os.walk(self.src):
+            for d in dirs:
+                out.append(os.path.relpath(os.path.join(root, d), self.src))
+        return out
+
+    def text(self):
+        r = self.rng
+        words = "tend sync state record commit tree blob file dir".split()
+        return "".join(" ".join(r.choice(words) for _ in range(r.randrange(1, 8)))
+                       + "\n" for _ in range(r.randrange(1, 12)))
+
+    def put(self, rel, data):
+        p = os.path.join(self.src, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write(data)
+
+    def create(self):
+        r = self.rng
+        d = r.choice(self.dirs())
+        if r.random() < 0.3 or not d:
+            d = os.path.join(d, "d%d" % r.randrange(12))
+        self.put(os.path.join(d, "f%d.txt" % r.randrange(100000)),
+                 self.text())
+
+    def mutate(self):
+        r = self.rng
+        ops = []
+        for _ in range(r.randrange(1, 16)):
+            fs = self.files()
+            op = r.choice(["create", "create", "modify", "modify", "delete",
+                           "rename", "rename_dir", "fail", "unfail", "chmod",
+                           "stray"])
+            if op != "create" and op != "stray" and len(fs) < 20:
+                op = "create"
+            if op == "create" and len(fs) > 2 * self.nfiles:
+                op = "delete"  # keep the tree near its size
+            f = r.choice(fs) if fs else None
+            p = os.path.join(self.src, f) if f else None
+            if op == "create":
+                self.create()
+            elif op == "modify":
+                with open(p, "a") as fh:
+                    fh.write(self.text())
+            elif op == "delete":
+                os.unlink(p)
+            elif op == "rename":
+                d = r.choice(self.dirs())
+                dst = os.path.join(self.src, d, "r%d.txt" % r.randrange(100000))
+                os.rename(p, dst)
+            elif op == "rename_dir":
+                ds = [d for d in self.dirs() if d]
+                if not ds:
+                    continue
+                d = r.choice(ds)
+                new = os.path.join(os.path.dirname(d), "m%d" % r.randrange(1000))
+                if os.path.exists(os.path.join(self.src, new)):
+                    continue
+                os.rename(os.path.join(self.src, d), os.path.join(self.src, new))
+            elif op == "fail":
+                data = open(p).read()
+                if not data.startswith("FAIL"):
+                    self.put(f, "FAIL " + data)
+            elif op == "unfail":
+                data = open(p).read()
+                if data.startswith("FAIL"):
+                    self.put(f, data[5:])
+            elif op == "chmod":
+                os.chmod(p, os.stat(p).st_mode ^ 0o100)
+            elif op == "stray":
+                out = os.path.join(self.ws, "out")
+                if os.path.isdir(out):
+                    self.nstray += 1
+                    name = "stray-%d" % self.nstray
+                    with open(os.path.join(out, name), "w") as fh:
+                        fh.write(name)
+                    if not self.knobs["site_exclusive"]:
+                        self.strays[name] = name
+            ops.append(op)
+        if r.random() < 0.2:
+            knob = r.choice(list(self.knobs))
+            k = self.knobs
+            if knob == "file_mode":
+                k[knob] = "0600" if k[knob] == "0644" else "0644"
+            elif knob == "executable":
+                k[knob] = "never" if k[knob] == "keep" else "keep"
+            else:
+                k[knob] = not k[knob]
+            if knob == "site_exclusive" and k[knob]:
+                self.strays.clear()  # destructive: they may go now
+            self.write_conf()
+            ops.append("config:" + knob)
+        return ops
+
+    # ---- running tend
+
+    def tend_run(self, *args, env=None):
+        p = subprocess.run([self.tend, *args], cwd=self.ws, env=env or self.env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=300)
+        return p.returncode, p.stdout.decode(errors="replace"), \
+            p.stderr.decode(errors="replace")
+
+    def killed_run(self):
+        r = self.rng
+        args = ["sync", "--allow-delete"]
+        if r.random() < 0.2:
+            args.append("--full")
+            self.stats["full"] += 1
+        env = dict(self.env)
+        timer = r.random() < 0.5
+        if not timer:
+            # mostly early hits: an incremental pass has few operations
+            n = 1 + int(r.expovariate(1 / 4.0))
+            env["TEND_FAILPOINTS"] = "%s@%d=kill" % (r.choice(POINTS), n)
+        p = subprocess.Popen([self.tend, *args], cwd=self.ws, env=env,
+                             stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        if timer:
+            d = sorted(self.durations)[len(self.durations) // 2]
+            time.sleep(r.uniform(0, d * 1.5))
+            p.send_signal(signal.SIGKILL)
+        rc = p.wait(timeout=300)
+        if rc == -signal.SIGKILL:
+            self.stats["killed"] += 1
+            self.stats["by_timer" if timer else "by_failpoint"] += 1
+        else:
+            self.stats["finished"] += 1
+
+    # ---- checks
+
+    def expect(self, cond, what):
+        if not cond:
+            raise Failed(what)
+
+    def check_dir(self, name, want):
+        root = os.path.join(self.ws, name)
+        have = {}
+        for dp, dirs, names in os.walk(root):
+            for n in names:
+                rel = os.path.relpath(os.path.join(dp, n), root)
+                self.expect(not n.startswith(".tend-"),
+                            "%s: temporary file %s" % (name, rel))
+                have[rel] = os.path.join(dp, n)
+        for rel, (data, mode) in want.items():
+            self.expect(rel in have, "%s/%s missing" % (name, rel))
+            got = open(have[rel], "rb").read()
+            if data is not None:
+                self.expect(got == data, "%s/%s: content %r, want %r" %
+                            (name, rel, got[:60], data[:60]))
+            if mode is not None:
+                m = stat.S_IMODE(os.stat(have[rel]).st_mode)
+                self.expect(m == mode, "%s/%s: mode %o, want %o" %
+                            (name, rel, m, mode))
+        return have
+
+    def converge(self, it):
+        t0 = time.time()
+        rc, out, err = self.tend_run("sync", "--allow-delete", "--full"
+                                     if it % 10 == 0 else "--allow-delete")
+        self.durations.append(time.time() - t0)
+        self.durations = self.durations[-20:]
+        srcs = {f: open(os.path.join(self.src, f), "rb").read()
+                for f in self.files()}
+        failing = {f for f, d in srcs.items() if d.startswith(b"FAIL")}
+        errs = [l for l in err.splitlines() if l.strip()]
+        bad = [l for l in errs if not (l.startswith("tend: gen: ") and
+               ("asks to fail" in l or "more entries failed" in l))]
+        self.expect(not bad, "clean sync: unexpected errors: %s" % bad[:5])
+        self.expect(rc == (1 if failing else 0),
+                    "clean sync: exit %d (%d failing sources): %s" %
+                    (rc, len(failing), err[-500:]))
+        # out: the sources, with file-mode, plus the strays that must live
+        fmode = int(self.knobs["file_mode"], 8)
+        want = {f: (d, fmode) for f, d in srcs.items()}
+        for s, d in self.strays.items():
+            want[s] = (d.encode(), None)
+        have = self.check_dir("out", want)
+        extra = [h for h in have if h not in want and not h.startswith("stray-")]
+        self.expect(not extra, "out: undeclared entries %s" % extra[:5])
+        # gen: "gen:" + content; a failing one keeps what it had
+        want = {f: (b"gen:" + d.rstrip(b"\n") + b"\n", None)
+                for f, d in srcs.items() if f not in failing}
+        have = self.check_dir("gen", want)
+        extra = [h for h in have if h not in srcs]
+        self.expect(not extra, "gen: entries of deleted sources %s" % extra[:5])
+        # git: the tree under site/, blob ids and modes
+        ls = subprocess.run(["git", "-C", "repo.git", "ls-tree", "-r",
+                             "refs/heads/pages"], cwd=self.ws,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        tree = {}
+        for line in ls.stdout.decode().splitlines():
+            meta, path = line.split("\t", 1)
+            mode, _, oid = meta.split()
+            tree[path] = (mode, oid)
+        want = {}
+        for f, d in srcs.items():
+            x = os.stat(os.path.join(self.src, f)).st_mode & 0o100
+            mode = "100755" if x and self.knobs["executable"] == "keep" \
+                else "100644"
+            oid = hashlib.sha1(b"blob %d\0" % len(d) + d).hexdigest()
+            want["site/" + f] = (mode, oid)
+        if tree != want:
+            diff = sorted(set(tree.items()) ^ set(want.items()))
+            raise Failed("git tree differs: %s" % diff[:6])
+        fsck = subprocess.run(["git", "-C", "repo.git", "fsck", "--strict"],
+                              cwd=self.ws, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+        self.expect(fsck.returncode == 0, "git fsck: %s" %
+                    fsck.stdout.decode()[-500:])
+        # the store: no drift, one record per state, staging swept
+        rc, out, err = self.tend_run("check", "-q")
+        self.expect(rc == 0, "check: exit %d: %s %s" % (rc, out[-400:], err[-200:]))
+        rc, out, err = self.tend_run("ls", "--json")
+        self.expect(rc == 0, "ls: exit %d" % rc)
+        states = json.loads(out)["states"]
+        pend = [s["path"] for s in states if s["pending"]]
+        self.expect(not pend, "states with more than one record: %s" % pend[:5])
+        staging = os.path.join(self.ws, ".tend", "staging")
+        left = os.listdir(staging) if os.path.isdir(staging) else []
+        self.expect(not left, "staging not swept: %s" % left)
+        # converged: one more pass applies nothing, commits nothing
+        tip = subprocess.run(["git", "-C", "repo.git", "rev-parse",
+                              "refs/heads/pages"], cwd=self.ws,
+                             stdout=subprocess.PIPE).stdout
+        rc, out, err = self.tend_run("sync", "--json")
+        for app in json.loads(out)["apps"]:
+            res = app["result"]
+            n = res["created"] + res["updated"] + res["deleted"]
+            self.expect(n == 0, "%s: a second clean pass applied %d" %
+                        (app["app"], n))
+        tip2 = subprocess.run(["git", "-C", "repo.git", "rev-parse",
+                               "refs/heads/pages"], cwd=self.ws,
+                              stdout=subprocess.PIPE).stdout
+        self.expect(tip == tip2, "a second clean pass made a commit")
+
+    def run(self, iterations):
+        for it in range(1, iterations + 1):
+            ops = self.mutate()
+            self.killed_run()
+            try:
+                self.converge(it)
+            except Failed as e:
+                raise Failed("iteration %d (ops %s, knobs %s): %s" %
+                             (it, ops, self.knobs, e))
+            self.stats["iterations"] = it
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    ap.add_argument("--tend", required=True)
+    ap.add_argument("--iterations", type=int, default=None,
+                    help="default: $TORTURE_ITERS, else --default-iterations")
+    ap.add_argument("--default-iterations", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--files", type=int, default=60)
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    if a.iterations is None:
+        a.iterations = int(os.environ.get("TORTURE_ITERS",
+                                          a.default_iterations))
+    t = Torture(a)
+    t0 = time.time()
+    ok = True
+    try:
+        t.run(a.iterations)
+    except Failed as e:
+        print("FAIL (seed %d): %s" % (a.seed, e), file=sys.stderr)
+        ok = False
+    s = t.stats
+    print("torture: seed %d, %d iterations converged, tend killed %d times "
+          "(%d by timer, %d at a failpoint), %d runs finished before the "
+          "kill, %d --full, %.1f s" %
+          (a.seed, s["iterations"], s["killed"], s["by_timer"],
+           s["by_failpoint"], s["finished"], s["full"], time.time() - t0))
+    if ok or not a.keep:
+        shutil.rmtree(t.ws, ignore_errors=True)
+    else:
+        print("workspace kept: " + t.ws, file=sys.stderr)
+    print("1 passed, 0 failed" if ok else "0 passed, 1 failed")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

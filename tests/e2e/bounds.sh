@@ -1,0 +1,66 @@
+#!/bin/sh
+# Resource bounds: a 4 GiB source file is fingerprinted and copied in
+# bounded memory (peak RSS under 64 MiB), and so is a 64 MiB file in a
+# git commit big enough to be packed. Needs 9 GiB of free disk (source
+# and target): skipped, and said so, without it. Memory is measured on
+# the plain build only (the sanitizers' setup sets TEND_SANITIZED: their
+# shadow memory is not tend's).
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+if [ -n "${TEND_SANITIZED:-}" ]; then
+	echo "SKIP: peak RSS is not measured under the sanitizers"
+	exit 0
+fi
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t
+LIMIT=65536 # KiB
+rss() { sed -n 's/^maxrss //p' "$WS/.err" | tail -1; }
+
+free_kb=$(df -Pk "$WS" | awk 'NR==2 {print $4}')
+if [ "$free_kb" -lt $((9 * 1024 * 1024)) ]; then
+	echo "SKIP: $((free_kb / 1024)) MiB free, the 4 GiB case needs 9 GiB"
+else
+	mkdir -p src
+	# not sparse: a sparse file could be copied as holes; 4 GiB of data
+	head -c 1048576 /dev/urandom > "$WS/mib"
+	i=0; while [ $i -lt 4096 ]; do cat "$WS/mib"; i=$((i+1)); done > src/big
+	rm "$WS/mib"
+	printf 'small\n' > src/small
+	conf_site ""
+	OUT=$(python3 "$HERE/maxrss.py" "$TEND" sync 2>"$WS/.err"); RC=$?; ERR=$(cat "$WS/.err")
+	expect_rc 0 "4 GiB sync"
+	kb=$(rss)
+	echo "4 GiB file: tend sync peak RSS $kb KiB"
+	[ "$kb" -lt $LIMIT ] || fail "4 GiB copy: peak RSS $kb KiB, limit $LIMIT"
+	[ "$(stat -c %s out/big)" = 4294967296 ] || fail "out/big size $(stat -c %s out/big)"
+	cmp -s src/big out/big || fail "out/big differs"
+	expect_file out/small small
+	# a no-op pass does not read it again
+	OUT=$(python3 "$HERE/maxrss.py" "$TEND" check -q 2>"$WS/.err"); RC=$?; ERR=$(cat "$WS/.err")
+	expect_rc 0 "check of the 4 GiB entry"
+	kb=$(rss)
+	echo "4 GiB file: tend check peak RSS $kb KiB"
+	[ "$kb" -lt $LIMIT ] || fail "4 GiB check: peak RSS $kb KiB"
+	rm -rf src out .tend
+fi
+
+# git: a 64 MiB file among 600 others (a packed commit): the big blob is
+# streamed, not read whole into the pack
+git init -q --bare repo.git
+mkdir -p src
+head -c 67108864 /dev/urandom > src/big
+i=0; while [ $i -lt 600 ]; do printf '%d\n' $i > src/f$i; i=$((i+1)); done
+cat > tend.conf <<'CONF'
+[app "pub"]
+	source = src
+	target = git:repo.git
+	ref = refs/heads/pages
+CONF
+OUT=$(python3 "$HERE/maxrss.py" "$TEND" sync 2>"$WS/.err"); RC=$?; ERR=$(cat "$WS/.err")
+expect_rc 0 "git sync with a 64 MiB file"
+kb=$(rss)
+echo "64 MiB blob in a packed git commit: peak RSS $kb KiB"
+[ "$kb" -lt $LIMIT ] || fail "git: peak RSS $kb KiB, limit $LIMIT"
+git -C repo.git fsck --strict >/dev/null 2>&1 || fail "git fsck"
+[ "$(git -C repo.git cat-file -s refs/heads/pages:big)" = 67108864 ] || fail "big blob size"
+git -C repo.git cat-file blob refs/heads/pages:big | cmp -s - src/big || fail "big blob content"
+finish
