@@ -368,11 +368,17 @@ writer_open(struct tend_ws *ws, const char *who)
 {
 	int pid = tend_ws_agent_pid(ws);
 
+	if (pid < 0) {
+		fprintf(stderr, "tend: an agent is starting for this "
+				"workspace; try again when it runs\n");
+		return EXIT_USAGE;
+	}
 	if (pid) {
 		fprintf(stderr,
 		    "tend: an agent (pid %d) runs for this workspace and "
-		    "applies changes itself; %s with these options does not "
-		    "go through it: stop it first (kill -TERM %d)\n",
+		    "applies changes itself; it takes a plain `tend sync`, "
+		    "not %s with these options: stop it first "
+		    "(kill -TERM %d)\n",
 		    pid, who, pid);
 		return EXIT_USAGE;
 	}
