@@ -7,15 +7,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 CTL="python3 $HERE/agentctl.py $WS/.tend/agent.sock"
 AGENT= BG=
 trap 'kill -CONT $BG 2>/dev/null; kill $BG 2>/dev/null; kill -TERM $AGENT 2>/dev/null; wait 2>/dev/null; chmod -R u+rwx "$WS" 2>/dev/null; rm -rf "$WS"' EXIT
-# wait until a process is stopped (state T) by a failpoint's SIGSTOP
-stopped() {
-	i=0
-	while [ $i -lt 400 ]; do
-		[ "$(ps -o stat= -p "$1" 2>/dev/null | cut -c1)" = T ] && return 0
-		sleep 0.05; i=$((i+1))
-	done
-	return 1
-}
 
 mkdir -p src
 d=0

@@ -22,6 +22,16 @@ json_ok() { printf '%s' "$1" | python3 -c 'import json,sys; json.load(sys.stdin)
 old() { touch -d '2001-01-01 00:00:00' "$@"; sleep 0.06; }
 finish() { if [ "$FAILS" = 0 ]; then echo "1 passed, 0 failed"; exit 0; else echo "0 passed, 1 failed ($FAILS assertions)"; exit 1; fi; }
 
+# wait until a process is stopped (state T) by a failpoint's SIGSTOP
+stopped() {
+	i=0
+	while [ $i -lt 400 ]; do
+		[ "$(sed "s/.*) //" "/proc/$1/stat" 2>/dev/null | cut -c1)" = T ] && return 0
+		sleep 0.05; i=$((i+1))
+	done
+	return 1
+}
+
 conf_site() {
 	cat > tend.conf <<CONF
 [app "site"]

@@ -7,14 +7,6 @@
 . "$(dirname "$0")/lib.sh"
 BG=
 trap 'kill -CONT $BG 2>/dev/null; wait 2>/dev/null; chmod -R u+rwx "$WS" 2>/dev/null; rm -rf "$WS"' EXIT
-stopped() {
-	i=0
-	while [ $i -lt 400 ]; do
-		[ "$(ps -o stat= -p "$1" 2>/dev/null | cut -c1)" = T ] && return 0
-		sleep 0.05; i=$((i+1))
-	done
-	return 1
-}
 # the outside world: its listing, contents and modes must never change
 mkdir -p outside/sub src/sub
 printf 'precious\n' > outside/d.txt; printf 'precious\n' > outside/sub/d.txt
