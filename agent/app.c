@@ -274,15 +274,13 @@ read_holder(int fd, char *buf, size_t size)
 }
 
 int
-tend_ws_lock(struct tend_ws *ws, const char *who)
+tend_ws_flock(struct tend_ws *ws, const char *name, bool wait, char *holder,
+    size_t hsize, int *fd_out)
 {
 	struct tend_buf p = TEND_BUF_INIT;
-	char holder[128];
 	int fd, rc = 0;
 
-	if (ws->wlock)
-		return 0;
-	tend_buf_printf(&p, "%s/write.lock", ws->state_dir);
+	tend_buf_printf(&p, "%s/%s", ws->state_dir, name);
 	fd = open(p.ptr, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		rc = tend_error_set(TEND_ERROR, "%s: %s", p.ptr,
@@ -290,7 +288,12 @@ tend_ws_lock(struct tend_ws *ws, const char *who)
 		goto out;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		read_holder(fd, holder, sizeof holder);
+		read_holder(fd, holder, hsize);
+		if (!wait) {
+			close(fd);
+			rc = TEND_EEXISTS;
+			goto out;
+		}
 		fprintf(stderr, "tend: waiting for pid %s to finish with "
 				"this workspace\n",
 		    holder[0] ? holder : "?");
@@ -302,14 +305,29 @@ tend_ws_lock(struct tend_ws *ws, const char *who)
 				goto out;
 			}
 	}
-	snprintf(holder, sizeof holder, "%d (%s)\n", (int)getpid(), who);
-	/* the name is a courtesy to the next one; the flock is the lock */
-	if (ftruncate(fd, 0) == 0)
-		(void)!pwrite(fd, holder, strlen(holder), 0);
-	ws->wlock = fd + 1;
+	*fd_out = fd;
 out:
 	tend_buf_release(&p);
 	return rc;
+}
+
+int
+tend_ws_lock(struct tend_ws *ws, const char *who)
+{
+	char text[128], holder[128];
+	int fd, rc;
+
+	if (ws->wlock)
+		return 0;
+	if ((rc = tend_ws_flock(ws, "write.lock", true, holder, sizeof holder,
+		 &fd)))
+		return rc;
+	snprintf(text, sizeof text, "%d (%s)\n", (int)getpid(), who);
+	/* the name is a courtesy to the next one; the flock is the lock */
+	if (ftruncate(fd, 0) == 0)
+		(void)!pwrite(fd, text, strlen(text), 0);
+	ws->wlock = fd + 1;
+	return 0;
 }
 
 int

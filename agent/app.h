@@ -64,6 +64,16 @@ int tend_ws_reload(struct tend_ws *ws, struct tend_buf *err);
  */
 int tend_ws_lock(struct tend_ws *ws, const char *who);
 
+/*
+ * The flock of state/NAME (created 0600). Held by another process: with
+ * `wait`, say so on stderr (naming what the holder wrote in the file) and
+ * wait; without, TEND_EEXISTS with what the holder wrote in `holder`. The
+ * lock lives as long as *fd_out stays open; the caller writes its own
+ * name into it.
+ */
+int tend_ws_flock(struct tend_ws *ws, const char *name, bool wait,
+    char *holder, size_t hsize, int *fd_out);
+
 /* The pid of the agent running for this workspace, or 0. */
 int tend_ws_agent_pid(const struct tend_ws *ws);
 

@@ -88,7 +88,7 @@ struct agent {
 	struct tend_ws *ws;
 	const struct tend_agent_opts *o;
 	int ep, ino, sig, tmr, lst, lockfd;
-	char *sock_path, *lock_path;
+	char *sock_path;
 	struct wdir *dirs;
 	size_t ndirs, cdirs;
 	struct appstate *apps;
@@ -1341,28 +1341,21 @@ on_accept(struct agent *a)
 static int
 take_lock(struct agent *a)
 {
-	struct tend_buf p = TEND_BUF_INIT;
-	char pid[32];
+	char pid[32], held[64];
+	int rc;
 
-	tend_buf_printf(&p, "%s/agent.pid", a->ws->state_dir);
-	a->lock_path = tend_buf_detach(&p, NULL);
-	a->lockfd = open(a->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (a->lockfd < 0)
-		return tend_error_set(TEND_ERROR, "%s: %s", a->lock_path,
-		    strerror(errno));
 	/* flock goes with the process: a dead agent's lock is free */
-	if (flock(a->lockfd, LOCK_EX | LOCK_NB) != 0) {
-		ssize_t n = pread(a->lockfd, pid, sizeof pid - 1, 0);
-
-		pid[n > 0 ? n : 0] = '\0';
+	rc = tend_ws_flock(a->ws, "agent.pid", false, held, sizeof held,
+	    &a->lockfd);
+	if (rc == TEND_EEXISTS)
 		return tend_error_set(TEND_EEXISTS,
 		    "another agent (pid %d) runs for this workspace",
-		    atoi(pid));
-	}
-	if (ftruncate(a->lockfd, 0) != 0)
-		return tend_error_set(TEND_ERROR, "lock: %s", strerror(errno));
+		    atoi(held));
+	if (rc)
+		return rc;
 	snprintf(pid, sizeof pid, "%d\n", (int)getpid());
-	if (pwrite(a->lockfd, pid, strlen(pid), 0) < 0)
+	if (ftruncate(a->lockfd, 0) != 0 ||
+	    pwrite(a->lockfd, pid, strlen(pid), 0) < 0)
 		return tend_error_set(TEND_ERROR, "lock: %s", strerror(errno));
 	return 0;
 }
@@ -1610,7 +1603,6 @@ out:
 		close(a.lockfd);
 	}
 	free(a.sock_path);
-	free(a.lock_path);
 	return rc;
 }
 
