@@ -40,3 +40,14 @@ conf_site() {
 $*
 CONF
 }
+
+# the agent tests' workspace: one copy app "w", src -> out, no debounce
+conf_watch() {
+	cat > tend.conf <<'CONF'
+[tend]
+	debounce = 0
+[app "w"]
+	source = src
+	target = dir:out
+CONF
+}

@@ -13,13 +13,7 @@ trap 'kill $STALL 2>/dev/null; kill -TERM $AGENT 2>/dev/null; wait $AGENT 2>/dev
 
 mkdir -p src
 printf 'a\n' > src/a
-cat > tend.conf <<'CONF'
-[tend]
-	debounce = 0
-[app "w"]
-	source = src
-	target = dir:out
-CONF
+conf_watch
 "$TEND" watch -v 2>"$WS/agent.err" &
 AGENT=$!
 $CTL ready || fail "agent ready"

@@ -10,13 +10,7 @@ until_() { $CTL until "$1" -- "$2" || fail "$3"; }
 mkdir -p src/d outside/moved/inner
 printf 'a\n' > src/a; printf 'b\n' > src/d/b
 printf 'm\n' > outside/moved/inner/m
-cat > tend.conf <<'CONF'
-[tend]
-	debounce = 0
-[app "w"]
-	source = src
-	target = dir:out
-CONF
+conf_watch
 "$TEND" watch 2>"$WS/agent.err" &
 AGENT=$!
 $CTL ready || fail "agent ready"
