@@ -128,6 +128,18 @@ injected(const char *point, const char *what, const char *subject)
 	    strerror(errno));
 }
 
+/* One blob written loose from its file: libgit2 streams it. */
+static int
+blob_from_disk(git_repository *repo, const char *path, const char *src,
+    git_oid *id)
+{
+	int rc = injected("git-odb-write", "write blob", path);
+
+	if (rc == 0 && git_blob_create_from_disk(id, repo, src))
+		rc = git_fail("write blob", path);
+	return rc;
+}
+
 /* ---- handlers ---- */
 
 enum hkind { H_ROOT, H_ENTRIES, H_TAGS };
@@ -741,18 +753,15 @@ pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (first[i] != i)
 			continue;
-		if ((rc = injected("git-odb-write", "write blob",
-			 puts[i]->path)))
-			break;
 		if (puts[i]->e.size > PACK_MAX_BLOB) {
-			if (git_blob_create_from_disk(&ids[i], repo,
-				puts[i]->e.src)) {
-				rc = git_fail("write blob", puts[i]->path);
+			if ((rc = blob_from_disk(repo, puts[i]->path,
+				 puts[i]->e.src, &ids[i])))
 				break;
-			}
 			continue;
 		}
-		if ((rc = read_all(puts[i]->e.src, &data)))
+		if ((rc = injected("git-odb-write", "write blob",
+			 puts[i]->path)) ||
+		    (rc = read_all(puts[i]->e.src, &data)))
 			break;
 		if (git_odb_hash(&ids[i], data.ptr, data.len, GIT_OBJECT_BLOB))
 			rc = git_fail("hash", puts[i]->e.src);
@@ -1071,14 +1080,9 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		if (a->kind == A_PUT) {
 			if (packed)
 				ups[k].u.id = packed[nput++];
-			else if ((rc = injected("git-odb-write", "write blob",
-				      a->path)))
+			else if ((rc = blob_from_disk(repo, a->path, a->e.src,
+				      &ups[k].u.id)))
 				break;
-			else if (git_blob_create_from_disk(&ups[k].u.id, repo,
-				a->e.src)) {
-				rc = git_fail("write blob", a->path);
-				break;
-			}
 			ups[k].u.action = GIT_TREE_UPDATE_UPSERT;
 			ups[k].u.filemode = (git_filemode_t)a->gitmode;
 		} else
