@@ -191,15 +191,22 @@ tend_store_fail_commit_after(struct tend_store *st, unsigned n)
  * environment unmapped, so it must not be asked for what cannot be had */
 #define MAX_MAP ((uint64_t)1 << 40)
 
+/* After a failed resize LMDB has no map: no transaction may begin. */
+static int
+unusable(const struct tend_store *st)
+{
+	if (!st->broken)
+		return 0;
+	return tend_error_set(TEND_ERROR, "store %s: unusable after a failed "
+	    "resize", st->dir);
+}
+
 static int
 grow(struct tend_store *st, int *growths)
 {
 	uint64_t nsize = st->map_size * 2;
 	int rc;
 
-	if (st->broken)
-		return tend_error_set(TEND_ERROR, "store %s: unusable after a "
-		    "failed resize", st->dir);
 	if (++*growths > MAX_GROWTH || nsize > MAX_MAP)
 		return tend_error_set(TEND_ERROR,
 		    "store %s: the map is still full at %llu MiB: is the "
@@ -221,9 +228,8 @@ store_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
 
 	if (st->held)
 		return body(st->held, arg);
-	if (st->broken)
-		return tend_error_set(TEND_ERROR, "store %s: unusable after a "
-		    "failed resize", st->dir);
+	if (unusable(st))
+		return TEND_ERROR;
 	for (;;) {
 		struct tend_txn t = {.st = st};
 		int rc = mdb_txn_begin(st->env, NULL, 0, &t.txn);
@@ -303,11 +309,10 @@ tend_store_read_begin(struct tend_store *st, struct tend_txn **out)
 		*out = t;
 		return 0;
 	}
-	if (st->broken) {
+	if (unusable(st)) {
 		free(t);
 		*out = NULL;
-		return tend_error_set(TEND_ERROR, "store %s: unusable after "
-		    "a failed resize", st->dir);
+		return TEND_ERROR;
 	}
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &t->txn);
 	if (rc == MDB_MAP_RESIZED) {
@@ -339,10 +344,13 @@ tend_store_read_end(struct tend_txn *t)
 int
 tend_store_hold_begin(struct tend_store *st)
 {
-	struct tend_txn *t = tend_xcalloc(1, sizeof *t);
-	int rc = mdb_txn_begin(st->env, NULL, 0, &t->txn);
+	struct tend_txn *t;
+	int rc;
 
-	if (rc != 0) {
+	if (unusable(st))
+		return TEND_ERROR;
+	t = tend_xcalloc(1, sizeof *t);
+	if ((rc = mdb_txn_begin(st->env, NULL, 0, &t->txn)) != 0) {
 		free(t);
 		return mdb_fail(rc, "begin preview");
 	}
