@@ -222,6 +222,22 @@ adup(struct tend_arena *a, const char *p, size_t n)
 }
 
 /* key = (repo, ref, prefix) */
+/*
+ * libgit2 starts on first use, not at registration: its start loads the
+ * system's CA certificates and the ssh library (about 5 ms a process),
+ * which a workspace without git targets should not pay.
+ */
+static void
+git_ready(void)
+{
+	static bool ready;
+
+	if (!ready) {
+		git_libgit2_init();
+		ready = true;
+	}
+}
+
 static int
 container_key(const struct tend_key *k, struct tend_arena *a, char **repo,
     char **ref, char **prefix)
@@ -237,6 +253,7 @@ container_key(const struct tend_key *k, struct tend_arena *a, char **repo,
 	*ref = adup(a, k->u.tuple.items[1].u.s.ptr, k->u.tuple.items[1].u.s.len);
 	*prefix = adup(a, k->u.tuple.items[2].u.s.ptr,
 	    k->u.tuple.items[2].u.s.len);
+	git_ready();
 	if (!git_reference_is_valid_name(*ref) || strncmp(*ref, "refs/", 5))
 		return tend_error_set(TEND_EINVALID,
 		    "git: \"%s\" is not a valid ref name (refs/heads/...)",
@@ -361,6 +378,7 @@ entries_reconcile(struct tend_handler *base,
 		struct tend_buf full = TEND_BUF_INIT;
 
 		tend_buf_printf(&full, "refs/tags/%s", name);
+		git_ready();
 		rc = git_reference_is_valid_name(full.ptr);
 		tend_buf_release(&full);
 		if (!rc)
@@ -473,6 +491,7 @@ open_repo(struct tend_context *ctx, const char *repo, git_repository **out)
 	struct tend_buf path = TEND_BUF_INIT;
 	int rc;
 
+	git_ready();
 	if (repo[0] == '/' || !ws)
 		tend_buf_puts(&path, repo);
 	else
@@ -1176,6 +1195,7 @@ gitconn_apply(struct tend_sink *sink, struct tend_context *ctx,
 	(void)sink;
 	if (!sorted || !idx)
 		abort();
+	git_ready();
 	for (size_t i = 0; i < n; i++)
 		idx[i] = i;
 	group_actions = actions;
@@ -1289,7 +1309,6 @@ static const struct tend_handler_ops tags_ops = {
 int
 tend_git_register(struct tend_engine *eng)
 {
-	git_libgit2_init();
 	return tend_engine_register_root(eng, TEND_GIT,
 	    &handler_new(H_ROOT, NULL, NULL, NULL, NULL)->base, NULL);
 }
