@@ -1099,6 +1099,11 @@ schedule_gc(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 	}
 	for (size_t j = 0; j < c->ngc; j++) {
 		struct child_ref *g = &c->gc[j];
+
+		/* declared gone this pass: its delete ran already, and a
+		 * failed one waits for the next pass, not a second try */
+		if (waiter < 0 && tend_cidset_has(&pass->gone, &g->cid))
+			continue;
 		struct tend_comp *d = delete_comp(eng, pass, &c->cid, true,
 		    g->path, g->len);
 
@@ -1422,9 +1427,11 @@ tend_mount_gone(struct tend_comp *parent, const struct tend_key *path,
 	for (size_t i = 0; i < npath; i++)
 		tend_key_encode(&enc, &path[i]);
 	cid = tend_fp_bytes(enc.ptr, enc.len);
-	if (!tend_cidset_has(&parent->pass->built, &cid)) {
+	if (!tend_cidset_has(&parent->pass->built, &cid) &&
+	    !tend_cidset_has(&parent->pass->gone, &cid)) {
 		d = delete_comp(parent->eng, parent->pass, &parent->cid, true,
 		    (const uint8_t *)enc.ptr, enc.len);
+		cidset_add(&parent->pass->gone, &cid);
 		enqueue(parent->pass, d);
 	}
 	tend_buf_release(&enc);
@@ -1553,6 +1560,7 @@ pass_end(struct tend_engine *eng, struct pass *pass, int rc,
 	free(pass->deferred);
 	free(pass->deferred_parent);
 	free(pass->built.tab);
+	free(pass->gone.tab);
 	for (size_t i = 0; i < pass->nwaits; i++)
 		free(pass->waits[i].path);
 	free(pass->waits);

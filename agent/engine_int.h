@@ -263,6 +263,7 @@ struct pass {
 	struct tend_comp **queue;
 	size_t nqueue, cqueue;
 	struct cidset built;
+	struct cidset gone; /* deleted by mount_gone: not by the gc again */
 	struct child_ref *deferred; /* delete comps to retry: (cid, path) */
 	struct tend_fp *deferred_parent;
 	size_t ndeferred, cdeferred;

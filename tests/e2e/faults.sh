@@ -76,6 +76,9 @@ converge "mkdir"
 rm src/b.txt
 inject "unlink~b.txt" "site: out/b.txt: unlink: Input/output error"
 expect_file out/b.txt b
+# one entry, one failure: tried once per pass, counted once
+expect_in "$OUT" "site: 0 created, 0 updated, 0 deleted, 1 failed" "unlink: counted once"
+expect_not_in "$ERR" "more entries failed" "unlink: reported once"
 [ "$(ls_git)" = "a.txt c.txt sub/d.txt " ] || fail "unlink: git deleted b.txt: $(ls_git)"
 converge "unlink"
 expect_gone out/b.txt

@@ -16,6 +16,7 @@ expect_rc() { [ "$RC" = "$1" ] || fail "$2: exit $RC, want $1 (stderr: $ERR)"; }
 expect_file() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ] || fail "$1 should hold '$2', has '$(cat "$1" 2>/dev/null || echo '<missing>')'"; }
 expect_gone() { [ ! -e "$1" ] && [ ! -L "$1" ] || fail "$1 should not exist"; }
 expect_in() { case "$1" in *"$2"*) ;; *) fail "$3: '$2' not in: $1";; esac; }
+expect_not_in() { case "$1" in *"$2"*) fail "$3: '$2' in: $1";; esac; }
 json_ok() { printf '%s' "$1" | python3 -c 'import json,sys; json.load(sys.stdin)' || fail "not JSON: $1"; }
 # Out of the racy window: an old mtime, and a ctime 60 ms in the past
 # (a file changed within 50 ms of a scan is read again next time).
