@@ -616,6 +616,7 @@ struct item {
 	bool unchanged; /* signature trusted and equal to the stored one */
 	bool kept;      /* kept by the fast path, not mounted */
 	bool restamp;   /* stamp written after the pass */
+	bool sig_done;  /* its SIG row settled with its component */
 	bool had;	/* a signature was stored: seen in an earlier pass */
 	int read_errno; /* why it could not be read (sig.mode == 0) */
 	struct tend_fp old_fp; /* the content it had then */
@@ -1607,18 +1608,40 @@ cmp_rel_str(const void *key, const void *elem)
 	return c ? c : (kl > it->len) - (kl < it->len);
 }
 
+/* The rest of a component's display path after "/APP", or NULL when
+ * it is not one of r's app. */
+static const char *
+app_rest(struct run *r, const char *component)
+{
+	size_t al = strlen(r->app->name);
+
+	if (component[0] != '/' ||
+	    strncmp(component + 1, r->app->name, al) != 0)
+		return NULL;
+	return component + 1 + al;
+}
+
+/* The source item of a component "/APP/@files/REL" (items are sorted
+ * by path once the walk is over) */
+static struct item *
+find_item(struct run *r, const char *component)
+{
+	const char *rest = app_rest(r, component);
+
+	if (!rest || strncmp(rest, "/@files/", 8) != 0)
+		return NULL;
+	return bsearch(rest + 8, r->items, r->nitems, sizeof *r->items,
+	    cmp_rel_str);
+}
+
 int
 tend_app_why(const char *component, struct tend_buf *out)
 {
 	struct run *r = current_run;
-	size_t al;
+	const char *rest = r ? app_rest(r, component) : NULL;
 
-	if (!r || component[0] != '/')
+	if (!rest)
 		return -1;
-	al = strlen(r->app->name);
-	if (strncmp(component + 1, r->app->name, al) != 0)
-		return -1;
-	const char *rest = component + 1 + al;
 	if (strcmp(rest, "/@aggregate") == 0) {
 		tend_buf_printf(out, "aggregate of %zu source files (%llu read)",
 		    r->nitems, (unsigned long long)r->res->hashed);
@@ -1634,9 +1657,7 @@ tend_app_why(const char *component, struct tend_buf *out)
 			tend_buf_printf(out, "source %s deleted", rel);
 			return 0;
 		}
-	/* items are sorted by path once the walk is over */
-	struct item *it = bsearch(rel, r->items, r->nitems, sizeof *r->items,
-	    cmp_rel_str);
+	struct item *it = find_item(r, component);
 	if (!it)
 		return -1;
 	if (!it->had)
@@ -1659,6 +1680,25 @@ tend_app_why(const char *component, struct tend_buf *out)
 
 /* ---- SIG upkeep ---- */
 
+/* Does the item's SIG row need writing? (read now, ran, or restamped,
+ * and not settled with its component already) */
+static bool
+sig_due(const struct item *it)
+{
+	return (it->hashed || it->ran || it->restamp) && it->sig.mode != 0 &&
+	    !it->sig_done;
+}
+
+static int
+put_sig(struct tend_txn *txn, struct run *r, struct item *it,
+    struct tend_buf *k, struct tend_buf *v)
+{
+	sig_key(k, r->app->name, it->rel, it->len);
+	tend_buf_reset(v);
+	sig_encode(v, &it->sig, &it->outs);
+	return tend_store_put(txn, TEND_T_SIG, k->ptr, k->len, v->ptr, v->len);
+}
+
 static int
 sig_body(struct tend_txn *txn, void *arg)
 {
@@ -1666,22 +1706,41 @@ sig_body(struct tend_txn *txn, void *arg)
 	struct tend_buf k = TEND_BUF_INIT, v = TEND_BUF_INIT;
 	int rc = 0;
 
-	for (size_t i = 0; i < r->nitems && rc == 0; i++) {
-		struct item *it = &r->items[i];
-
-		if ((!it->hashed && !it->ran && !it->restamp) ||
-		    it->sig.mode == 0)
-			continue;
-		sig_key(&k, r->app->name, it->rel, it->len);
-		tend_buf_reset(&v);
-		sig_encode(&v, &it->sig, &it->outs);
-		rc = tend_store_put(txn, TEND_T_SIG, k.ptr, k.len, v.ptr, v.len);
-	}
+	for (size_t i = 0; i < r->nitems && rc == 0; i++)
+		if (sig_due(&r->items[i]))
+			rc = put_sig(txn, r, &r->items[i], &k, &v);
 	/* forget vanished items, unless the brake holds them (digested long
 	 * paths are not in the list: they stay, harmless, until drop) */
 	for (size_t i = 0; rc == 0 && !r->hold && i < r->nvanished; i++) {
 		sig_key(&k, r->app->name, r->vanished[i], strlen(r->vanished[i]));
 		rc = tend_store_del(txn, TEND_T_SIG, k.ptr, k.len);
+	}
+	tend_buf_release(&k);
+	tend_buf_release(&v);
+	return rc;
+}
+
+/*
+ * A partial pass writes an item's SIG row in the transaction that settles
+ * its component (tend_engine_set_settle_hook): one durable commit per
+ * pass fewer, and the row commits with what it describes. (A full pass
+ * restamps its items after the run: there the rows wait for that.)
+ */
+static int
+settle_sig(struct tend_txn *txn, const char *component, bool failed,
+    void *arg)
+{
+	struct run *r = arg;
+	struct item *it = find_item(r, component);
+	struct tend_buf k = TEND_BUF_INIT, v = TEND_BUF_INIT;
+	int rc = 0;
+
+	(void)failed; /* a failed component's row is written all the same */
+	if (it && sig_due(it)) {
+		rc = put_sig(txn, r, it, &k, &v);
+		/* if this transaction fails the row is written after the
+		 * pass, or missing: then the next pass reads the file again */
+		it->sig_done = rc == 0;
 	}
 	tend_buf_release(&k);
 	tend_buf_release(&v);
@@ -1796,7 +1855,11 @@ walk_opts(const struct tend_app_config *app, char **skip, size_t nskip)
 static int
 pass_done(struct run *r, int rc)
 {
-	if (!r->o->preview) {
+	bool due = !r->hold && r->nvanished;
+
+	for (size_t i = 0; i < r->nitems && !due; i++)
+		due = sig_due(&r->items[i]);
+	if (!r->o->preview && due) {
 		int src = tend_store_write_settle(
 		    tend_engine_store(r->ws->eng), sig_body, r);
 		if (src && !rc)
@@ -2275,8 +2338,11 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 		tend_provider_generation(r.target, &gid, &gsc);
 		prerun_exec_items(&r, gid, gsc);
 	}
+	if (!o->preview)
+		tend_engine_set_settle_hook(ws->eng, settle_sig, &r);
 	rc = tend_engine_run_partial(ws->eng, app->name, partial_body, &pa,
 	    &po, &res->stats);
+	tend_engine_set_settle_hook(ws->eng, NULL, NULL);
 	current_run = NULL;
 	rc = pass_done(&r, rc);
 out:

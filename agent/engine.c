@@ -23,6 +23,7 @@
  * before its sink runs, and are pruned only after.
  */
 #include "engine_int.h"
+#include "inspect.h"
 
 #include <assert.h>
 #include <fcntl.h>
@@ -742,7 +743,14 @@ commit_body(struct tend_txn *txn, void *arg)
 	struct batch *b = arg;
 
 	for (size_t i = 0; i < b->n; i++) {
-		int rc = tend_commit_comp(txn, b->comps[i]);
+		struct tend_comp *c = b->comps[i];
+		struct tend_engine *eng = c->eng;
+		int rc = tend_commit_comp(txn, c);
+
+		if (rc == 0 && eng->settle_hook && c->mode == MODE_BUILD &&
+		    !c->in_preflight)
+			rc = eng->settle_hook(txn, c->display,
+			    c->failed || c->any_failed, eng->settle_arg);
 		if (rc)
 			return rc;
 	}
@@ -1405,6 +1413,14 @@ mount_common(struct tend_comp *parent, const struct tend_key *path,
 		    display);
 	free(display);
 	return use ? status : 0;
+}
+
+void
+tend_engine_set_settle_hook(struct tend_engine *eng, tend_settle_hook *fn,
+    void *arg)
+{
+	eng->settle_hook = fn;
+	eng->settle_arg = arg;
 }
 
 void

@@ -301,6 +301,8 @@ struct tend_engine {
 	struct pass *pass;
 	char *state_dir;
 	struct tend_provider *graveyard;
+	int (*settle_hook)(struct tend_txn *, const char *, bool, void *);
+	void *settle_arg;
 };
 
 /* reconcile.c: the bodies of the pre-commit and commit transactions */

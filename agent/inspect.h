@@ -26,4 +26,15 @@ int tend_inspect_comp_path(struct tend_txn *txn, const struct tend_fp *cid,
     struct tend_buf *out);
 struct tend_store *tend_engine_store(struct tend_engine *eng);
 
+/*
+ * Called in the transaction that settles each component built in a pass,
+ * with the component's display path and whether it failed: what the
+ * caller keeps beside the component (a source item's signature) commits
+ * with it, not in a transaction of its own. NULL unsets.
+ */
+typedef int tend_settle_hook(struct tend_txn *txn, const char *component,
+    bool failed, void *arg);
+void tend_engine_set_settle_hook(struct tend_engine *eng,
+    tend_settle_hook *fn, void *arg);
+
 #endif

@@ -85,4 +85,16 @@ kill -TERM $AGENT; wait $AGENT; rc=$?
 run sync; expect_rc 0 "sync after the agent stopped"
 run check; expect_rc 0 "no drift after SIGTERM"
 expect_file out/last last
+
+# an agent's pass settles the signatures of what it read: a restart reads
+# nothing again (a debounce longer than the racy window, so they are
+# trusted)
+sed -i 's/debounce = 0/debounce = 150ms/' tend.conf
+"$TEND" watch 2>>"$WS/agent.err" &
+AGENT=$!
+$CTL ready || fail "agent ready again"
+until_ '[ "$(cat out/d/b)" = settled ]' 'printf "settled\n" > src/d/b' "modify with a debounce"
+kill -TERM $AGENT; wait $AGENT
+run sync; expect_rc 0 "sync after the second agent"
+expect_in "$OUT" "(0 read)" "the agent's signatures were kept"
 finish
