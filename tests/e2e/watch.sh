@@ -92,7 +92,8 @@ expect_file out/last last
 sed -i 's/debounce = 0/debounce = 150ms/' tend.conf
 "$TEND" watch 2>>"$WS/agent.err" &
 AGENT=$!
-$CTL ready || fail "agent ready again"
+# (its catch-up walks the 20k files: slow under the sanitizers)
+TIMEOUT=60 $CTL ready || fail "agent ready again"
 until_ '[ "$(cat out/d/b)" = settled ]' 'printf "settled\n" > src/d/b' "modify with a debounce"
 kill -TERM $AGENT; wait $AGENT
 run sync; expect_rc 0 "sync after the second agent"
