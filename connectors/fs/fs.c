@@ -170,10 +170,9 @@ tend_fs_check_name(const char *name, size_t len)
 
 /* ---- safe directory walking ---- */
 
-/* Open the directory `rel` ("" or "." is the root itself) under rootfd,
- * one component at a time without following symlinks; mkdir missing ones
- * when `create`. Every level's fd is kept in chain[] (chain[0] = a dup of
- * rootfd) so deletes can remove empty parents without re-resolving. */
+/* The directories on a path under a root, opened one component at a time
+ * without following symlinks. Every level's fd is kept (fd[0] = a dup of
+ * the root) so deletes can remove empty parents without re-resolving. */
 struct chain {
 	int fd[MAX_DEPTH + 1];
 	char *seg[MAX_DEPTH + 1];
@@ -190,17 +189,74 @@ chain_close(struct chain *c)
 	c->n = 0;
 }
 
+/* Open one component `seg` under `parent`: an existing directory is
+ * opened at once, a missing one made first when `create`. */
 static int
-chain_open(struct chain *c, int rootfd, const char *rel, size_t len,
-    bool create)
+open_seg(int parent, const char *seg, const char *rel, size_t upto,
+    bool create, int *out)
 {
-	c->n = 0;
-	if ((c->fd[0] = fcntl(rootfd, F_DUPFD_CLOEXEC, 0)) < 0)
-		return tend_error_set(TEND_ERROR, "dup: %s", strerror(errno));
-	c->seg[0] = NULL;
-	c->n = 1;
-	size_t i = 0;
-	while (i < len) {
+	/* open-dir=stop parks here: the TOCTOU tests swap a symlink in
+	 * under us */
+	int fd = INJECTED("open-dir", seg)
+		? -1
+		: openat(parent, seg,
+		      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0 && errno == ENOENT && create) {
+		if (INJECTED("mkdir", seg) ||
+		    (mkdirat(parent, seg, 0755) != 0 && errno != EEXIST)) {
+			int e = errno;
+			return tend_error_set(e == ENOENT ? TEND_ENOTFOUND
+							  : TEND_ERROR,
+			    "mkdir %.*s: %s", (int)upto, rel, strerror(e));
+		}
+		fd = INJECTED("open-dir", seg)
+			? -1
+			: openat(parent, seg,
+			      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (fd < 0) {
+		int e = errno;
+		struct stat st;
+		bool link = fstatat(parent, seg, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISLNK(st.st_mode);
+
+		if (link || e == ELOOP)
+			return tend_error_set(TEND_EINVALID,
+			    "%.*s is a symbolic link: refusing to follow it "
+			    "out of the target",
+			    (int)upto, rel);
+		return tend_error_set(e == ENOENT ? TEND_ENOTFOUND : TEND_ERROR,
+		    "open %.*s: %s", (int)upto, rel, strerror(e));
+	}
+	*out = fd;
+	return 0;
+}
+
+/*
+ * Make `c` hold the directories of `rel`, keeping the leading ones it
+ * holds already (consecutive entries of a batch share their parents: no
+ * system call for those). Components that start before byte `clen` are
+ * made when missing if `create_c`, the others if `create`. *nc (may be
+ * NULL) gets how many fds the first `clen` bytes take. On failure the
+ * chain is closed.
+ */
+static int
+chain_walk(struct chain *c, int rootfd, const char *rel, size_t len,
+    size_t clen, bool create_c, bool create, int *nc)
+{
+	int k = 1, rc;
+
+	if (c->n == 0) {
+		if ((c->fd[0] = fcntl(rootfd, F_DUPFD_CLOEXEC, 0)) < 0)
+			return tend_error_set(TEND_ERROR, "dup: %s",
+			    strerror(errno));
+		c->seg[0] = NULL;
+		c->n = 1;
+	}
+	if (nc)
+		*nc = 1;
+	for (size_t i = 0; i < len;) {
 		size_t j = i;
 		while (j < len && rel[j] != '/')
 			j++;
@@ -208,50 +264,59 @@ chain_open(struct chain *c, int rootfd, const char *rel, size_t len,
 			i = j + 1;
 			continue;
 		}
-		if (c->n > MAX_DEPTH)
+		if (k > MAX_DEPTH) {
+			chain_close(c);
 			return tend_error_set(TEND_EINVALID, "%.*s: too deep",
 			    (int)len, rel);
-		char *seg = strndup(rel + i, j - i);
-		if (!seg)
-			abort();
-		int parent = c->fd[c->n - 1];
-		if (create && (INJECTED("mkdir", seg) ||
-				  (mkdirat(parent, seg, 0755) != 0 &&
-				      errno != EEXIST))) {
-			int e = errno;
-			free(seg);
-			return tend_error_set(e == ENOENT ? TEND_ENOTFOUND
-							  : TEND_ERROR,
-			    "mkdir %.*s: %s", (int)j, rel, strerror(e));
 		}
-		/* open-dir=stop parks here: the TOCTOU tests swap a symlink
-		 * in under us */
-		int fd = INJECTED("open-dir", seg)
-			? -1
-			: openat(parent, seg,
-			      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0) {
-			int e = errno;
-			struct stat st;
-			bool link = fstatat(parent, seg, &st,
-					AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISLNK(st.st_mode);
-			free(seg);
-			if (link || e == ELOOP)
-				return tend_error_set(TEND_EINVALID,
-				    "%.*s is a symbolic link: refusing to "
-				    "follow it out of the target",
-				    (int)j, rel);
-			return tend_error_set(e == ENOENT ? TEND_ENOTFOUND
-							  : TEND_ERROR,
-			    "open %.*s: %s", (int)j, rel, strerror(e));
+		if (k < c->n && strlen(c->seg[k]) == j - i &&
+		    memcmp(c->seg[k], rel + i, j - i) == 0) {
+			/* held already */
+		} else {
+			/* what the chain holds below here is another path */
+			while (c->n > k) {
+				c->n--;
+				close(c->fd[c->n]);
+				free(c->seg[c->n]);
+			}
+			char *seg = strndup(rel + i, j - i);
+			int fd = -1;
+
+			if (!seg)
+				abort();
+			rc = open_seg(c->fd[k - 1], seg, rel, j,
+			    i < clen ? create_c : create, &fd);
+			if (rc) {
+				free(seg);
+				chain_close(c);
+				return rc;
+			}
+			c->fd[k] = fd;
+			c->seg[k] = seg;
+			c->n = k + 1;
 		}
-		c->fd[c->n] = fd;
-		c->seg[c->n] = seg;
-		c->n++;
+		k++;
+		if (nc && i < clen)
+			*nc = k;
 		i = j + 1;
 	}
+	while (c->n > k) { /* rel is a prefix of what was held */
+		c->n--;
+		close(c->fd[c->n]);
+		free(c->seg[c->n]);
+	}
 	return 0;
+}
+
+/* Open the directory `rel` ("" or "." is the root itself) under rootfd,
+ * one component at a time without following symlinks; mkdir missing
+ * ones when `create`. */
+static int
+chain_open(struct chain *c, int rootfd, const char *rel, size_t len,
+    bool create)
+{
+	c->n = 0;
+	return chain_walk(c, rootfd, rel, len, len, create, create, NULL);
 }
 
 /* Remove everything inside dirfd, never following a symlink. */
@@ -744,41 +809,52 @@ out:
 	return rc;
 }
 
+/* A temporary name no other tend process uses: pid and a counter (the
+ * pid is read once: exec items are forked, but never write entries). */
+static void
+tmp_name(char *buf, size_t size)
+{
+	static unsigned counter;
+	static pid_t pid;
+
+	if (!pid)
+		pid = getpid();
+	snprintf(buf, size, ".tend-%d-%u.tmp", (int)pid, counter++);
+}
+
 /*
- * Write the entry atomically. The content goes into an anonymous
- * O_TMPFILE inode (a kill mid-copy leaves nothing: the kernel frees it),
- * which is linked under a temporary name in the staging directory (the
- * "staging" resource: the state directory's, swept of a dead process's
- * leftovers at the next start) and renamed over the entry. A target
- * therefore never shows a temporary name. Without a staging directory on
- * the same filesystem, or without O_TMPFILE, the temporary file is made
- * in the entry's own directory.
+ * Write the entry atomically: its content goes into a temporary file that
+ * is renamed over the entry, so a target never shows a temporary name.
+ * The temporary file is made in the staging directory (the "staging"
+ * resource: the state directory's, swept of a dead process's leftovers
+ * at the next start). Without one on the same filesystem it is an
+ * anonymous O_TMPFILE inode in the entry's own directory (a kill
+ * mid-copy leaves nothing: the kernel frees it), linked under a
+ * temporary name just before the rename; without O_TMPFILE, a named
+ * file there.
  */
 static int
 put_entry(int dirfd, int stagefd, const char *leaf,
     const struct entry_action *a, bool sync)
 {
 	char tmp[64] = "", proc[64];
-	int fd, rc, tmpdir = stagefd >= 0 ? stagefd : dirfd;
-	bool anon = true;
-	static unsigned counter;
+	int fd = -1, rc, tmpdir = stagefd >= 0 ? stagefd : dirfd;
+	bool anon = false;
 
-	fd = openat(tmpdir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		anon = false;
-		tmpdir = dirfd;
-		for (int tries = 0; tries < 100; tries++) {
-			snprintf(tmp, sizeof tmp, ".tend-%d-%u.tmp",
-			    (int)getpid(), counter++);
-			fd = openat(dirfd, tmp,
-			    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			    0600);
-			if (fd >= 0 || errno != EEXIST)
-				break;
-		}
+	if (stagefd < 0) {
+		fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+		anon = fd >= 0;
+	}
+	for (int tries = 0; fd < 0 && tries < 100; tries++) {
+		tmp_name(tmp, sizeof tmp);
+		fd = openat(tmpdir, tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && errno != EEXIST)
+			break;
 	}
 	if (fd < 0)
-		return tend_error_set(TEND_ERROR, "create in %s: %s", a->dir,
+		return tend_error_set(TEND_ERROR, "create in %s: %s",
+		    stagefd >= 0 ? "the staging directory" : a->dir,
 		    strerror(errno));
 	if (INJECTED("write", a->name))
 		rc = tend_error_set(TEND_ERROR, "write: %s", strerror(errno));
@@ -791,8 +867,7 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 	if (rc == 0 && anon) {
 		snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
 		for (int tries = 0; tries < 100; tries++) {
-			snprintf(tmp, sizeof tmp, ".tend-%d-%u.tmp",
-			    (int)getpid(), counter++);
+			tmp_name(tmp, sizeof tmp);
 			if (linkat(AT_FDCWD, proc, tmpdir, tmp,
 				AT_SYMLINK_FOLLOW) == 0)
 				break;
@@ -826,51 +901,38 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 	return rc;
 }
 
+/* `c` holds the directories of the previous entry of the batch: the
+ * ones this entry shares are not opened again. */
 static int
-apply_entry(int root, int stagefd, const struct entry_action *a, bool sync)
+apply_entry(int root, int stagefd, const struct entry_action *a, bool sync,
+    struct chain *c)
 {
-	struct chain c = {0};
 	struct tend_buf parent = TEND_BUF_INIT;
 	const char *slash = strrchr(a->name, '/');
 	const char *leaf = slash ? slash + 1 : a->name;
+	size_t dlen = strlen(a->dir);
 	int rc, base;
 
-	/* the container itself must exist already (its sink ran); only the
-	 * entry's own parents are created */
 	tend_buf_puts(&parent, a->dir);
-	base = 0;
-	{
-		struct chain probe = {0};
-		rc = chain_open(&probe, root, a->dir, strlen(a->dir),
-		    a->dir[0] == '\0' || !a->prune_parents);
-		base = probe.n;
-		chain_close(&probe);
-		if (rc && !(a->del && rc == TEND_ENOTFOUND)) {
-			tend_buf_release(&parent);
-			return rc;
-		}
-		if (rc) {
-			tend_error_clear();
-			tend_buf_release(&parent);
-			return 0; /* deleting inside a gone container */
-		}
-	}
 	if (slash) {
 		if (parent.len)
 			tend_buf_putc(&parent, '/');
 		tend_buf_put(&parent, a->name, (size_t)(slash - a->name));
 	}
-	rc = chain_open(&c, root, parent.ptr, parent.len, !a->del);
+	/* the container itself must exist already (its sink ran); only the
+	 * entry's own parents are created */
+	rc = chain_walk(c, root, parent.ptr, parent.len, dlen,
+	    a->dir[0] == '\0' || !a->prune_parents, !a->del, &base);
 	tend_buf_release(&parent);
 	if (a->del) {
 		if (rc == TEND_ENOTFOUND) {
 			tend_error_clear();
-			chain_close(&c);
-			return 0;
+			return 0; /* deleting inside a gone directory */
 		}
 		if (rc == 0) {
-			int dfd = c.fd[c.n - 1];
+			int dfd = c->fd[c->n - 1];
 			struct stat st;
+			bool pruned = false;
 
 			if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 			    S_ISDIR(st.st_mode))
@@ -882,16 +944,19 @@ apply_entry(int root, int stagefd, const struct entry_action *a, bool sync)
 				rc = tend_error_set(TEND_ERROR, "unlink: %s",
 				    strerror(errno));
 			/* empty parents inside the container go too */
-			for (int i = c.n - 1; rc == 0 && a->prune_parents &&
+			for (int i = c->n - 1; rc == 0 && a->prune_parents &&
 			     i >= base && i > 0;
-			     i--)
-				if (unlinkat(c.fd[i - 1], c.seg[i],
+			     i--) {
+				if (unlinkat(c->fd[i - 1], c->seg[i],
 					AT_REMOVEDIR) != 0)
 					break;
+				pruned = true;
+			}
+			if (pruned)
+				chain_close(c); /* it holds removed ones */
 		}
 	} else if (rc == 0)
-		rc = put_entry(c.fd[c.n - 1], stagefd, leaf, a, sync);
-	chain_close(&c);
+		rc = put_entry(c->fd[c->n - 1], stagefd, leaf, a, sync);
 	return rc;
 }
 
@@ -899,6 +964,7 @@ static void
 entry_apply(struct tend_sink *sink, struct tend_context *ctx,
     void *const *actions, size_t n, struct tend_apply_result *results)
 {
+	struct chain c = {0};
 	int root = -1;
 
 	(void)sink;
@@ -917,13 +983,14 @@ entry_apply(struct tend_sink *sink, struct tend_context *ctx,
 
 	for (size_t i = 0; i < n; i++) {
 		struct entry_action *a = actions[i];
-		int rc = apply_entry(root, stagefd, a, sync);
+		int rc = apply_entry(root, stagefd, a, sync, &c);
 
 		if (rc)
 			/* the engine names the entry */
 			tend_apply_fail(&results[i], rc, "%s",
 			    tend_error_last());
 	}
+	chain_close(&c);
 	if (stagefd >= 0)
 		close(stagefd);
 	close(root);
