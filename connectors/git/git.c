@@ -23,6 +23,7 @@
 #include <git2.h>
 #include <git2/sys/mempack.h>
 #include <git2/sys/odb_backend.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,8 @@
 #define PACK_MIN 512
 /* a content bigger than this stays out of the pack (see pack_blobs) */
 #define PACK_MAX_BLOB ((uint64_t)16 << 20)
+/* fresh blobs from which a commit's blobs go into two packs, two threads */
+#define PACK_SPLIT 4096
 
 /* ---- spec ---- */
 
@@ -737,13 +740,53 @@ packer_stop(struct packer *pk)
 	pk->mem = NULL;
 }
 
+/* One pack's share of the fresh blobs: written by its own thread. */
+struct pack_job {
+	struct git_action *const *puts;
+	const size_t *which; /* indexes into puts */
+	size_t n;
+	git_oid *ids;
+	struct tend_pack *p;
+	int rc;
+	char err[1024]; /* the thread's error message */
+};
+
+static void *
+pack_job_run(void *arg)
+{
+	struct pack_job *j = arg;
+	struct tend_buf data = TEND_BUF_INIT;
+
+	for (size_t k = 0; j->rc == 0 && k < j->n; k++) {
+		size_t i = j->which[k];
+		struct git_action *a = j->puts[i];
+
+		if ((j->rc = injected("git-odb-write", "write blob", a->path)) ||
+		    (j->rc = read_all(a->e.src, &data)))
+			break;
+		if (git_odb_hash(&j->ids[i], data.ptr, data.len,
+			GIT_OBJECT_BLOB))
+			j->rc = git_fail("hash", a->e.src);
+		else
+			j->rc = tend_pack_add(j->p, GIT_OBJECT_BLOB, &j->ids[i],
+			    data.ptr, data.len);
+	}
+	if (j->rc)
+		snprintf(j->err, sizeof j->err, "%s", tend_error_last());
+	tend_buf_release(&data);
+	return NULL;
+}
+
 /*
- * The blobs of a big commit, as one pack, in one read of each file: the
- * contents are told apart by the fingerprint of their record, so the
+ * The blobs of a big commit, as packs, in one read of each file: the
+ * contents are told apart by the fingerprint of their record, so each
  * pack's object count is known before the first byte; each content is
- * read once, hashed (its id) and deflated. ids[i] is the id of puts[i].
- * A content bigger than PACK_MAX_BLOB is not read whole: libgit2 streams
- * it into a loose object, in bounded memory.
+ * read once, hashed (its id) and deflated. Deflating is most of the
+ * work: past PACK_SPLIT fresh blobs, and with two CPUs, they go into two
+ * packs (halves by size) written by two threads. ids[i] is the id of
+ * puts[i]. A content bigger than PACK_MAX_BLOB is not read whole:
+ * libgit2 streams it into a loose object, in bounded memory (here, on
+ * this thread: the repository is not shared with the other).
  */
 static int
 pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
@@ -751,10 +794,12 @@ pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
 {
 	size_t *order = tend_xcalloc(n + 1, sizeof *order);
 	size_t *first = tend_xcalloc(n + 1, sizeof *first);
-	uint32_t nfresh = 0;
-	struct tend_pack *p = NULL;
-	struct tend_buf data = TEND_BUF_INIT;
-	int rc;
+	size_t *fresh = tend_xcalloc(n + 1, sizeof *fresh);
+	size_t nfresh = 0, cut;
+	uint64_t total = 0, half = 0;
+	struct pack_job job[2];
+	static long ncpu;
+	int rc = 0, njobs;
 
 	for (size_t i = 0; i < n; i++)
 		order[i] = i;
@@ -766,38 +811,60 @@ pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
 				     puts[i]->e.fp.b, sizeof puts[i]->e.fp.b) == 0;
 
 		first[i] = same ? first[order[j - 1]] : i;
-		nfresh += !same && puts[i]->e.size <= PACK_MAX_BLOB;
 	}
-	rc = tend_pack_open(&p, repo, nfresh);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (first[i] != i)
 			continue;
-		if (puts[i]->e.size > PACK_MAX_BLOB) {
-			if ((rc = blob_from_disk(repo, puts[i]->path,
-				 puts[i]->e.src, &ids[i])))
-				break;
-			continue;
+		if (puts[i]->e.size > PACK_MAX_BLOB)
+			rc = blob_from_disk(repo, puts[i]->path, puts[i]->e.src,
+			    &ids[i]);
+		else {
+			fresh[nfresh++] = i;
+			total += puts[i]->e.size;
 		}
-		if ((rc = injected("git-odb-write", "write blob",
-			 puts[i]->path)) ||
-		    (rc = read_all(puts[i]->e.src, &data)))
-			break;
-		if (git_odb_hash(&ids[i], data.ptr, data.len, GIT_OBJECT_BLOB))
-			rc = git_fail("hash", puts[i]->e.src);
-		else
-			rc = tend_pack_add(p, GIT_OBJECT_BLOB, &ids[i], data.ptr,
-			    data.len);
+	}
+	if (!ncpu)
+		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	cut = nfresh;
+	if (nfresh >= PACK_SPLIT && ncpu > 1)
+		for (cut = 0; cut < nfresh && half * 2 < total; cut++)
+			half += puts[fresh[cut]]->e.size;
+	njobs = cut < nfresh ? 2 : 1;
+	memset(job, 0, sizeof job);
+	for (int k = 0; k < njobs; k++) {
+		job[k].puts = puts;
+		job[k].which = k ? fresh + cut : fresh;
+		job[k].n = k ? nfresh - cut : cut;
+		job[k].ids = ids;
+		if (rc == 0)
+			rc = tend_pack_open(&job[k].p, repo, (uint32_t)job[k].n);
+	}
+	if (rc == 0) {
+		pthread_t t;
+		bool threaded = njobs == 2 &&
+		    pthread_create(&t, NULL, pack_job_run, &job[1]) == 0;
+
+		pack_job_run(&job[0]);
+		if (threaded)
+			pthread_join(t, NULL);
+		else if (njobs == 2 && job[0].rc == 0)
+			pack_job_run(&job[1]);
+		for (int k = 0; k < njobs && rc == 0; k++)
+			if ((rc = job[k].rc))
+				tend_error_set(rc, "%s", job[k].err);
 	}
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		ids[i] = ids[first[i]];
-	if (rc == 0) {
-		rc = tend_pack_commit(p);
-		p = NULL;
+	for (int k = 0; k < njobs; k++) {
+		if (rc == 0)
+			rc = tend_pack_commit(job[k].p);
+		else
+			tend_pack_abort(job[k].p);
+		job[k].p = NULL;
 	}
-	tend_pack_abort(p);
-	tend_buf_release(&data);
 	free(order);
 	free(first);
+	free(fresh);
 	return rc;
 }
 

@@ -153,4 +153,24 @@ run sync; expect_rc 0 "a small commit on a packed one"
 git -C big fsck --strict >"$WS/.fsck" 2>&1 || fail "git fsck after: $(cat "$WS/.fsck")"
 [ "$(git -C big show refs/heads/main:d1/f0)" = changed ] || fail "small commit content"
 [ "$(git -C big rev-list --count refs/heads/main)" = 2 ] || fail "two commits"
+
+# past 4096 new blobs the commit's blobs go into two packs written by two
+# threads: every blob where it belongs, and a failure in either half
+# (here b/f4999, in the second) fails the commit and leaves no
+# pack behind
+rm -rf big bigsrc .tend; git init -q --bare big; mkdir -p bigsrc/a bigsrc/b
+i=0; while [ $i -lt 5000 ]; do printf 'blob %d\n' $i > bigsrc/$([ $i -lt 2500 ] && echo a || echo b)/f$i; i=$((i+1)); done
+printf '[app "big"]\n\tsource = bigsrc\n\ttarget = git:big\n\tref = refs/heads/main\n' > tend.conf
+TEND_FAILPOINTS='git-odb-write~b/f4999' run sync; expect_rc 1 "a failed blob in a split pack"
+expect_in "$ERR" "b/f4999" "the failed blob is named"
+[ -z "$(ls big/objects/pack)" ] || fail "a failed split pack left: $(ls big/objects/pack)"
+git -C big rev-parse -q --verify refs/heads/main >/dev/null && fail "a failed commit moved the ref"
+run sync; expect_rc 0 "the split pack after the failure"
+git -C big fsck --strict >"$WS/.fsck" 2>&1 || fail "git fsck after a split pack: $(cat "$WS/.fsck")"
+[ "$(git -C big ls-tree -r --name-only refs/heads/main | wc -l)" = 5000 ] || fail "5000 entries from two packs"
+[ "$(git -C big show refs/heads/main:a/f7)" = "blob 7" ] && [ "$(git -C big show refs/heads/main:b/f4999)" = "blob 4999" ] ||
+	fail "contents from both packs"
+PACKS=$(git -C big count-objects -v | awk '/^packs:/ {print $2}')
+[ "$PACKS" = 3 ] || fail "two blob packs and the trees': $PACKS packs"
+[ "$(git -C big count-objects -v | awk '/^count:/ {print $2}')" = 0 ] || fail "loose objects beside the split packs"
 finish
