@@ -1680,13 +1680,18 @@ tend_app_why(const char *component, struct tend_buf *out)
 
 /* ---- SIG upkeep ---- */
 
-/* Does the item's SIG row need writing? (read now, ran, or restamped,
- * and not settled with its component already) */
+/* Does the item's SIG row need writing? (read now, ran, or restamped) */
+static bool
+sig_wanted(const struct item *it)
+{
+	return (it->hashed || it->ran || it->restamp) && it->sig.mode != 0;
+}
+
+/* ... and was it not settled with its component already? */
 static bool
 sig_due(const struct item *it)
 {
-	return (it->hashed || it->ran || it->restamp) && it->sig.mode != 0 &&
-	    !it->sig_done;
+	return sig_wanted(it) && !it->sig_done;
 }
 
 static int
@@ -1736,10 +1741,12 @@ settle_sig(struct tend_txn *txn, const char *component, bool failed,
 	int rc = 0;
 
 	(void)failed; /* a failed component's row is written all the same */
-	if (it && sig_due(it)) {
+	/* sig_wanted, not sig_due: a body retried after the map grew
+	 * writes the row again. If the transaction fails for good the row
+	 * stays old: its signature no longer matches the file, which the
+	 * next pass reads again. */
+	if (it && sig_wanted(it)) {
 		rc = put_sig(txn, r, it, &k, &v);
-		/* if this transaction fails the row is written after the
-		 * pass, or missing: then the next pass reads the file again */
 		it->sig_done = rc == 0;
 	}
 	tend_buf_release(&k);

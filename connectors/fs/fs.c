@@ -189,18 +189,23 @@ chain_close(struct chain *c)
 	c->n = 0;
 }
 
+/* open-dir=stop parks here: the TOCTOU tests swap a symlink in under us */
+static int
+open_dir_at(int parent, const char *seg)
+{
+	return INJECTED("open-dir", seg)
+		? -1
+		: openat(parent, seg,
+		      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
 /* Open one component `seg` under `parent`: an existing directory is
  * opened at once, a missing one made first when `create`. */
 static int
 open_seg(int parent, const char *seg, const char *rel, size_t upto,
     bool create, int *out)
 {
-	/* open-dir=stop parks here: the TOCTOU tests swap a symlink in
-	 * under us */
-	int fd = INJECTED("open-dir", seg)
-		? -1
-		: openat(parent, seg,
-		      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open_dir_at(parent, seg);
 
 	if (fd < 0 && errno == ENOENT && create) {
 		if (INJECTED("mkdir", seg) ||
@@ -210,10 +215,7 @@ open_seg(int parent, const char *seg, const char *rel, size_t upto,
 							  : TEND_ERROR,
 			    "mkdir %.*s: %s", (int)upto, rel, strerror(e));
 		}
-		fd = INJECTED("open-dir", seg)
-			? -1
-			: openat(parent, seg,
-			      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		fd = open_dir_at(parent, seg);
 	}
 	if (fd < 0) {
 		int e = errno;
