@@ -1732,19 +1732,18 @@ sig_body(struct tend_txn *txn, void *arg)
  * restamps its items after the run: there the rows wait for that.)
  */
 static int
-settle_sig(struct tend_txn *txn, const char *component, bool failed,
-    void *arg)
+settle_sig(struct tend_txn *txn, const char *component, void *arg)
 {
 	struct run *r = arg;
 	struct item *it = find_item(r, component);
 	struct tend_buf k = TEND_BUF_INIT, v = TEND_BUF_INIT;
 	int rc = 0;
 
-	(void)failed; /* a failed component's row is written all the same */
-	/* sig_wanted, not sig_due: a body retried after the map grew
-	 * writes the row again. If the transaction fails for good the row
-	 * stays old: its signature no longer matches the file, which the
-	 * next pass reads again. */
+	/* a failed component's row is written all the same. sig_wanted,
+	 * not sig_due: a body retried after the map grew writes the row
+	 * again. If the transaction fails for good the row stays old: its
+	 * signature no longer matches the file, which the next pass reads
+	 * again. */
 	if (it && sig_wanted(it)) {
 		rc = put_sig(txn, r, it, &k, &v);
 		it->sig_done = rc == 0;

@@ -23,7 +23,6 @@
  * before its sink runs, and are pruned only after.
  */
 #include "engine_int.h"
-#include "inspect.h"
 
 #include <assert.h>
 #include <fcntl.h>
@@ -749,8 +748,7 @@ commit_body(struct tend_txn *txn, void *arg)
 
 		if (rc == 0 && eng->settle_hook && c->mode == MODE_BUILD &&
 		    !c->in_preflight)
-			rc = eng->settle_hook(txn, c->display,
-			    c->failed || c->any_failed, eng->settle_arg);
+			rc = eng->settle_hook(txn, c->display, eng->settle_arg);
 		if (rc)
 			return rc;
 	}

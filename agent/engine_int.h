@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "inspect.h"
 #include "store.h"
 #include "tend/arena.h"
 #include "tend/buf.h"
@@ -301,7 +302,7 @@ struct tend_engine {
 	struct pass *pass;
 	char *state_dir;
 	struct tend_provider *graveyard;
-	int (*settle_hook)(struct tend_txn *, const char *, bool, void *);
+	tend_settle_hook *settle_hook;
 	void *settle_arg;
 };
 

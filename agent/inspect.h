@@ -28,12 +28,12 @@ struct tend_store *tend_engine_store(struct tend_engine *eng);
 
 /*
  * Called in the transaction that settles each component built in a pass,
- * with the component's display path and whether it failed: what the
- * caller keeps beside the component (a source item's signature) commits
- * with it, not in a transaction of its own. NULL unsets.
+ * with the component's display path: what the caller keeps beside the
+ * component (a source item's signature) commits with it, not in a
+ * transaction of its own. NULL unsets.
  */
 typedef int tend_settle_hook(struct tend_txn *txn, const char *component,
-    bool failed, void *arg);
+    void *arg);
 void tend_engine_set_settle_hook(struct tend_engine *eng,
     tend_settle_hook *fn, void *arg);
 

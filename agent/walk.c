@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <pthread.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -97,8 +96,6 @@ struct walker {
 	size_t nrules;
 	unsigned skipped;
 	struct pipe *pipe; /* files go to the consumer thread, not fn */
-	char dents[32768]; /* one getdents64 buffer: a directory is read
-			    * whole before the walk goes down */
 };
 
 static int emit_file(struct walker *w, int dirfd, const char *leaf,
@@ -191,6 +188,9 @@ walk_dir(struct walker *w, int dirfd, int depth)
 	struct ent *ents = NULL;
 	struct tend_buf names = TEND_BUF_INIT; /* one allocation per dir */
 	bool has_gitignore = false, failed = false;
+	/* one buffer per thread: a directory is read whole before the walk
+	 * goes down */
+	static _Thread_local char dents[32768];
 	int rc = 0;
 
 	if (depth > 256) {
@@ -204,14 +204,14 @@ walk_dir(struct walker *w, int dirfd, int depth)
 	 * fcntl per directory) */
 	for (ssize_t at = 0, got = 0;;) {
 		if (at >= got) {
-			got = getdents64(dirfd, w->dents, sizeof w->dents);
+			got = getdents64(dirfd, dents, sizeof dents);
 			if (got <= 0) {
 				failed = got < 0;
 				break;
 			}
 			at = 0;
 		}
-		struct dirent64 *e = (struct dirent64 *)(void *)(w->dents + at);
+		struct dirent64 *e = (struct dirent64 *)(void *)(dents + at);
 		const char *nm = e->d_name;
 
 		at += e->d_reclen;
@@ -360,13 +360,11 @@ chunk_get(struct pipe *p)
 	return c;
 }
 
-/* Hand the producer's chunk over; wait while the consumer is far
- * behind. Returns true if the consumer wants no more. */
-static bool
+/* Hand the producer's chunk over; wait while the consumer is far behind
+ * (unless it stopped the walk: emit_file sees that). */
+static void
 publish(struct pipe *p, bool last)
 {
-	bool stop;
-
 	pthread_mutex_lock(&p->mu);
 	if (p->cur->n) {
 		if (p->tail)
@@ -386,9 +384,7 @@ publish(struct pipe *p, bool last)
 		pthread_cond_wait(&p->cv, &p->mu);
 	if (!last && !p->cur)
 		p->cur = chunk_get(p);
-	stop = p->stop;
 	pthread_mutex_unlock(&p->mu);
-	return stop;
 }
 
 static struct rec *

@@ -179,14 +179,21 @@ struct chain {
 	int n; /* fds open: fd[n-1] is the deepest */
 };
 
+/* Close the levels from `k` down: the chain keeps its first k. */
+static void
+chain_trim(struct chain *c, int k)
+{
+	while (c->n > k) {
+		c->n--;
+		close(c->fd[c->n]);
+		free(c->seg[c->n]);
+	}
+}
+
 static void
 chain_close(struct chain *c)
 {
-	for (int i = 0; i < c->n; i++) {
-		close(c->fd[i]);
-		free(c->seg[i]);
-	}
-	c->n = 0;
+	chain_trim(c, 0);
 }
 
 /* open-dir=stop parks here: the TOCTOU tests swap a symlink in under us */
@@ -276,11 +283,7 @@ chain_walk(struct chain *c, int rootfd, const char *rel, size_t len,
 			/* held already */
 		} else {
 			/* what the chain holds below here is another path */
-			while (c->n > k) {
-				c->n--;
-				close(c->fd[c->n]);
-				free(c->seg[c->n]);
-			}
+			chain_trim(c, k);
 			char *seg = strndup(rel + i, j - i);
 			int fd = -1;
 
@@ -302,11 +305,7 @@ chain_walk(struct chain *c, int rootfd, const char *rel, size_t len,
 			*nc = k;
 		i = j + 1;
 	}
-	while (c->n > k) { /* rel is a prefix of what was held */
-		c->n--;
-		close(c->fd[c->n]);
-		free(c->seg[c->n]);
-	}
+	chain_trim(c, k); /* rel may be a prefix of what was held */
 	return 0;
 }
 

@@ -224,10 +224,9 @@ adup(struct tend_arena *a, const char *p, size_t n)
 	return s;
 }
 
-/* key = (repo, ref, prefix) */
 /*
  * libgit2 starts on first use, not at registration: its start loads the
- * system's CA certificates and the ssh library (about 5 ms a process),
+ * system's CA certificates and the ssh library (about 10 ms a process),
  * which a workspace without git targets should not pay.
  */
 static void
@@ -241,6 +240,7 @@ git_ready(void)
 	}
 }
 
+/* key = (repo, ref, prefix) */
 static int
 container_key(const struct tend_key *k, struct tend_arena *a, char **repo,
     char **ref, char **prefix)
