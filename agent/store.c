@@ -14,6 +14,7 @@
  */
 #include "store.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <lmdb.h>
 #include <stdio.h>
@@ -43,6 +44,9 @@ struct tend_store {
 	MDB_dbi dbi[TEND_T__COUNT];
 	uint64_t map_size;
 	struct tend_txn *held; /* preview */
+	struct tend_txn *lazy; /* a settle not committed yet (deferred) */
+	bool defer;	       /* tend_store_defer_settles */
+	unsigned nborrow;      /* read handles borrowing `lazy` */
 	unsigned fail_commit;  /* fault injection: countdown */
 	bool broken;	       /* a resize failed: LMDB has no map */
 	char *dir;
@@ -51,8 +55,11 @@ struct tend_store {
 struct tend_txn {
 	struct tend_store *st;
 	MDB_txn *txn;
-	int map_full; /* a put hit MDB_MAP_FULL */
+	int map_full; /* a put hit MDB_MAP_FULL; BORROWED_*: not ours */
 };
+
+#define BORROWED_HELD (-1)
+#define BORROWED_LAZY (-2)
 
 static int
 mdb_fail(int rc, const char *what)
@@ -98,13 +105,28 @@ tend_store_open(struct tend_store **out, const char *dir, uint64_t map_size)
 			st->map_size = info.me_mapsize;
 	}
 	mdb_reader_check(st->env, &dead);
-	if ((rc = mdb_txn_begin(st->env, NULL, 0, &txn)) != 0) {
+	/*
+	 * A store that has its tables and format is opened in a read
+	 * transaction: opening never waits for a writer (an agent's commit,
+	 * or the settle it keeps open between passes). A new one is made in
+	 * a write transaction.
+	 */
+	bool rdonly = true;
+again:
+	if ((rc = mdb_txn_begin(st->env, NULL, rdonly ? MDB_RDONLY : 0,
+		 &txn)) != 0) {
 		mdb_fail(rc, "begin");
 		goto out;
 	}
 	for (int i = 0; i < TEND_T__COUNT; i++) {
-		if ((rc = mdb_dbi_open(txn, table_names[i], MDB_CREATE,
-			 &st->dbi[i])) != 0) {
+		rc = mdb_dbi_open(txn, table_names[i], rdonly ? 0 : MDB_CREATE,
+		    &st->dbi[i]);
+		if (rc == MDB_NOTFOUND && rdonly) {
+			mdb_txn_abort(txn);
+			rdonly = false;
+			goto again;
+		}
+		if (rc != 0) {
 			mdb_fail(rc, "open table");
 			goto out;
 		}
@@ -128,6 +150,10 @@ tend_store_open(struct tend_store **out, const char *dir, uint64_t map_size)
 				    dir, (unsigned)have, TEND_STORE_FORMAT);
 				goto out;
 			}
+		} else if (rc == MDB_NOTFOUND && rdonly) {
+			mdb_txn_abort(txn);
+			rdonly = false;
+			goto again;
 		} else if (rc == MDB_NOTFOUND) {
 			v.mv_size = 4;
 			v.mv_data = &fmt;
@@ -164,6 +190,7 @@ tend_store_close(struct tend_store *st)
 		return;
 	if (st->held)
 		tend_store_hold_abort(st);
+	tend_store_settle_flush(st);
 	if (st->env)
 		mdb_env_close(st->env);
 	free(st->dir);
@@ -220,6 +247,17 @@ grow(struct tend_store *st, int *growths)
 	return 0;
 }
 
+/* The fault injection of a commit: `what` is "write" or "settle". */
+static int
+injected(struct tend_store *st, const char *what)
+{
+	if (!(st->fail_commit && --st->fail_commit == 0) &&
+	    !tend_failpoint("lmdb-commit", what))
+		return 0;
+	return tend_error_set(TEND_ERROR,
+	    "store %s: commit (%s): injected failure", st->dir, what);
+}
+
 static int
 store_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
     const char *what)
@@ -256,12 +294,9 @@ store_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
 			mdb_txn_abort(t.txn);
 			return error;
 		}
-		if ((st->fail_commit && --st->fail_commit == 0) ||
-		    tend_failpoint("lmdb-commit", what)) {
+		if ((rc = injected(st, what)) != 0) {
 			mdb_txn_abort(t.txn);
-			return tend_error_set(TEND_ERROR,
-			    "store %s: commit (%s): injected failure", st->dir,
-			    what);
+			return rc;
 		}
 		rc = mdb_txn_commit(t.txn);
 		if (rc == MDB_MAP_FULL) {
@@ -275,10 +310,104 @@ store_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
 	}
 }
 
+/*
+ * A durable write with a deferred settle open: `body` runs in a child of
+ * the settle's transaction, and one durable commit makes both. The child
+ * keeps the settle safe from the body: a failed body, or one that fills
+ * the map, is aborted alone, and the settle is then committed on its own
+ * (the map can only grow with no transaction open).
+ */
+static int
+merged_write(struct tend_store *st, tend_store_body_fn *body, void *arg)
+{
+	struct tend_txn t = {.st = st};
+	int rc, error;
+
+	assert(st->nborrow == 0);
+	if ((rc = mdb_txn_begin(st->env, st->lazy->txn, 0, &t.txn)) != 0)
+		return mdb_fail(rc, "begin write");
+	error = body(&t, arg);
+	if (t.map_full || error) {
+		mdb_txn_abort(t.txn);
+		return t.map_full ? MDB_MAP_FULL : error;
+	}
+	if ((rc = injected(st, "write")) != 0) {
+		mdb_txn_abort(t.txn);
+		return rc;
+	}
+	if ((rc = mdb_txn_commit(t.txn)) != 0)
+		return rc == MDB_MAP_FULL ? rc : mdb_fail(rc, "commit");
+	/* the child is in the settle's transaction now: commit both (a
+	 * full map loses the settle, which leaves its records pending, and
+	 * the caller runs the body again) */
+	struct tend_txn *lazy = st->lazy;
+	st->lazy = NULL;
+	rc = mdb_txn_commit(lazy->txn);
+	free(lazy);
+	if (rc != 0)
+		return rc == MDB_MAP_FULL ? rc : mdb_fail(rc, "commit");
+	return 0;
+}
+
 int
 tend_store_write(struct tend_store *st, tend_store_body_fn *body, void *arg)
 {
+	if (st->lazy && !st->held &&
+	    tend_failpoint("lmdb-commit", "settle")) {
+		/* the settle's commit fails: its records stay pending */
+		mdb_txn_abort(st->lazy->txn);
+		free(st->lazy);
+		st->lazy = NULL;
+	}
+	if (st->lazy && !st->held) {
+		int rc = merged_write(st, body, arg);
+
+		if (rc != MDB_MAP_FULL)
+			return rc;
+		/* settle alone, then grow and run the body again */
+		if ((rc = tend_store_settle_flush(st)) != 0)
+			return rc;
+	}
 	return store_write(st, body, arg, "write");
+}
+
+/* Run `body` in a transaction left open as st->lazy. */
+static int
+lazy_write(struct tend_store *st, tend_store_body_fn *body, void *arg)
+{
+	int growths = 0, rc;
+
+	if ((rc = tend_store_settle_flush(st)) != 0 || unusable(st))
+		return rc ? rc : TEND_ERROR;
+	for (;;) {
+		struct tend_txn *t = tend_xcalloc(1, sizeof *t);
+
+		t->st = st;
+		if ((rc = mdb_txn_begin(st->env, NULL, 0, &t->txn)) != 0) {
+			free(t);
+			if (rc == MDB_MAP_RESIZED) {
+				mdb_env_set_mapsize(st->env, 0);
+				MDB_envinfo info;
+				mdb_env_info(st->env, &info);
+				st->map_size = info.me_mapsize;
+				continue;
+			}
+			return mdb_fail(rc, "begin write");
+		}
+		int error = body(t, arg), full = t->map_full;
+
+		if (full || error) {
+			mdb_txn_abort(t->txn);
+			free(t);
+			if (!full)
+				return error;
+			if ((rc = grow(st, &growths)) != 0)
+				return rc;
+			continue;
+		}
+		st->lazy = t;
+		return 0;
+	}
 }
 
 int
@@ -289,10 +418,46 @@ tend_store_write_settle(struct tend_store *st, tend_store_body_fn *body,
 
 	if (st->held)
 		return body(st->held, arg);
+	if (st->defer)
+		return lazy_write(st, body, arg);
 	mdb_env_set_flags(st->env, MDB_NOMETASYNC, 1);
 	rc = store_write(st, body, arg, "settle");
 	mdb_env_set_flags(st->env, MDB_NOMETASYNC, 0);
 	return rc;
+}
+
+void
+tend_store_defer_settles(struct tend_store *st, bool on)
+{
+	st->defer = on;
+}
+
+bool
+tend_store_settle_pending(const struct tend_store *st)
+{
+	return st->lazy != NULL;
+}
+
+int
+tend_store_settle_flush(struct tend_store *st)
+{
+	struct tend_txn *t = st ? st->lazy : NULL;
+	int rc;
+
+	if (!t)
+		return 0;
+	assert(st->nborrow == 0);
+	st->lazy = NULL;
+	if ((rc = injected(st, "settle")) != 0) {
+		mdb_txn_abort(t->txn);
+		free(t);
+		return rc;
+	}
+	mdb_env_set_flags(st->env, MDB_NOMETASYNC, 1);
+	rc = mdb_txn_commit(t->txn);
+	mdb_env_set_flags(st->env, MDB_NOMETASYNC, 0);
+	free(t);
+	return rc ? mdb_fail(rc, "commit (settle)") : 0;
 }
 
 int
@@ -302,10 +467,12 @@ tend_store_read_begin(struct tend_store *st, struct tend_txn **out)
 	int rc;
 
 	t->st = st;
-	if (st->held) {
-		/* preview: read what the pass has "written" so far */
-		t->txn = st->held->txn;
-		t->map_full = -1; /* marks a borrowed txn */
+	if (st->held || st->lazy) {
+		/* preview: read what the pass has "written" so far; a
+		 * deferred settle: what it settled */
+		t->txn = st->held ? st->held->txn : st->lazy->txn;
+		t->map_full = st->held ? BORROWED_HELD : BORROWED_LAZY;
+		st->nborrow += !st->held;
 		*out = t;
 		return 0;
 	}
@@ -336,7 +503,9 @@ tend_store_read_end(struct tend_txn *t)
 {
 	if (!t)
 		return;
-	if (t->map_full != -1)
+	if (t->map_full == BORROWED_LAZY)
+		t->st->nborrow--;
+	else if (t->map_full != BORROWED_HELD)
 		mdb_txn_abort(t->txn);
 	free(t);
 }
@@ -347,7 +516,7 @@ tend_store_hold_begin(struct tend_store *st)
 	struct tend_txn *t;
 	int rc;
 
-	if (unusable(st))
+	if (unusable(st) || (rc = tend_store_settle_flush(st)) != 0)
 		return TEND_ERROR;
 	t = tend_xcalloc(1, sizeof *t);
 	if ((rc = mdb_txn_begin(st->env, NULL, 0, &t->txn)) != 0) {

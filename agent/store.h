@@ -66,7 +66,24 @@ int tend_store_write(struct tend_store *st, tend_store_body_fn *body,
 int tend_store_write_settle(struct tend_store *st, tend_store_body_fn *body,
     void *arg);
 
-/* A read-only snapshot. */
+/*
+ * Deferred settles (the agent): tend_store_write_settle runs its body in a
+ * transaction left open, and the next tend_store_write commits it with its
+ * own body, in one durable commit: back-to-back passes pay one disk flush
+ * fewer each. Until then the settle is invisible to other processes (read
+ * handles of this one borrow it) and a kill undoes it, which leaves its
+ * records pending, as a crash between a sink and its settle does: the
+ * next pass re-applies them idempotently. tend_store_settle_flush commits
+ * it on its own (as a settle: meta page not synced); the owner calls it
+ * when nothing follows soon, and tend_store_close does. A settle still
+ * open when another one comes is committed first.
+ */
+void tend_store_defer_settles(struct tend_store *st, bool on);
+bool tend_store_settle_pending(const struct tend_store *st);
+int tend_store_settle_flush(struct tend_store *st);
+
+/* A read-only snapshot (a borrowed one while a preview or a deferred
+ * settle is open: end it before the next write). */
 int tend_store_read_begin(struct tend_store *st, struct tend_txn **out);
 void tend_store_read_end(struct tend_txn *txn);
 

@@ -1,10 +1,11 @@
 /*
  * test_store.c - the LMDB boundary against a real environment: prefix
  * iteration, sequences, map growth, the format guard, injected commit
- * failures.
+ * failures, deferred settles.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <ftw.h>
+#include <sys/wait.h>
 
 #include <cmocka.h>
 
@@ -189,6 +191,149 @@ injected_commit_failure_writes_nothing(void **state)
 	tend_store_read_end(txn);
 }
 
+static bool
+has(struct tend_store *st, const char *key)
+{
+	struct tend_txn *txn;
+	struct tend_bytes v;
+	bool found;
+
+	assert_int_equal(tend_store_read_begin(st, &txn), 0);
+	found = tend_store_get(txn, TEND_T_SIG, key, strlen(key), &v) == 0;
+	tend_store_read_end(txn);
+	return found;
+}
+
+/* What another process sees: 1 if `key` is committed, 0 if not. */
+static int
+other_process_has(const char *dir, const char *key)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct tend_store *st;
+
+		if (tend_store_open(&st, dir, 0) != 0)
+			_exit(2);
+		_exit(has(st, key) ? 1 : 0);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static void
+deferred_settle_commits_with_the_next_write(void **state)
+{
+	struct fx *f = *state;
+	struct kv settle = {"s", "1", 3}, next = {"w", "2", 3};
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	tend_store_defer_settles(f->st, true);
+	assert_int_equal(tend_store_write_settle(f->st, put_body, &settle), 0);
+	assert_true(tend_store_settle_pending(f->st));
+	/* this process reads what it settled; nobody else does yet */
+	assert_true(has(f->st, "s000002"));
+	assert_int_equal(other_process_has(f->dir, "s000002"), 0);
+	assert_int_equal(tend_store_write(f->st, put_body, &next), 0);
+	assert_false(tend_store_settle_pending(f->st));
+	assert_int_equal(other_process_has(f->dir, "s000002"), 1);
+	assert_int_equal(other_process_has(f->dir, "w000002"), 1);
+}
+
+static void
+deferred_settle_is_flushed_alone_and_at_close(void **state)
+{
+	struct fx *f = *state;
+	struct kv a = {"a", "1", 1}, b = {"b", "1", 1}, c = {"c", "1", 1};
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	tend_store_defer_settles(f->st, true);
+	assert_int_equal(tend_store_write_settle(f->st, put_body, &a), 0);
+	assert_int_equal(tend_store_settle_flush(f->st), 0);
+	assert_false(tend_store_settle_pending(f->st));
+	assert_int_equal(other_process_has(f->dir, "a000000"), 1);
+	/* a second settle commits the first one before it opens */
+	assert_int_equal(tend_store_write_settle(f->st, put_body, &b), 0);
+	assert_int_equal(tend_store_write_settle(f->st, put_body, &c), 0);
+	assert_int_equal(other_process_has(f->dir, "b000000"), 1);
+	assert_int_equal(other_process_has(f->dir, "c000000"), 0);
+	tend_store_close(f->st);
+	f->st = NULL;
+	assert_int_equal(other_process_has(f->dir, "c000000"), 1);
+}
+
+static int
+fail_body(struct tend_txn *txn, void *arg)
+{
+	int rc = put_body(txn, arg);
+
+	return rc ? rc : TEND_EINVALID;
+}
+
+static void
+a_failed_write_keeps_the_deferred_settle(void **state)
+{
+	struct fx *f = *state;
+	struct kv settle = {"s", "1", 1}, bad = {"x", "1", 1};
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	tend_store_defer_settles(f->st, true);
+	assert_int_equal(tend_store_write_settle(f->st, put_body, &settle), 0);
+	assert_int_equal(tend_store_write(f->st, fail_body, &bad),
+	    TEND_EINVALID);
+	assert_true(tend_store_settle_pending(f->st));
+	assert_true(has(f->st, "s000000"));
+	assert_false(has(f->st, "x000000"));
+	/* an injected commit failure of the write keeps it too */
+	tend_store_fail_commit_after(f->st, 1);
+	assert_int_equal(tend_store_write(f->st, put_body, &bad), TEND_ERROR);
+	assert_true(tend_store_settle_pending(f->st));
+	assert_int_equal(tend_store_settle_flush(f->st), 0);
+	assert_int_equal(other_process_has(f->dir, "s000000"), 1);
+	assert_int_equal(other_process_has(f->dir, "x000000"), 0);
+}
+
+static void
+a_write_that_fills_the_map_keeps_the_deferred_settle(void **state)
+{
+	struct fx *f = *state;
+	char big[2000];
+	struct kv settle = {"s", "1", 5}, kv = {"k", big, 500};
+
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	assert_int_equal(tend_store_open(&f->st, f->dir, 64 * 1024), 0);
+	tend_store_defer_settles(f->st, true);
+	assert_int_equal(tend_store_write_settle(f->st, put_body, &settle), 0);
+	assert_int_equal(tend_store_write(f->st, put_body, &kv), 0);
+	assert_true(tend_store_map_size(f->st) > 64 * 1024);
+	assert_false(tend_store_settle_pending(f->st));
+	assert_int_equal(other_process_has(f->dir, "s000004"), 1);
+	assert_int_equal(other_process_has(f->dir, "k000499"), 1);
+}
+
+static void
+a_failed_deferred_settle_leaves_nothing_half_done(void **state)
+{
+	struct fx *f = *state;
+	struct kv settle = {"s", "1", 3}, next = {"w", "1", 1};
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	tend_store_defer_settles(f->st, true);
+	assert_int_equal(tend_store_write_settle(f->st, put_body, &settle), 0);
+	tend_store_fail_commit_after(f->st, 1);
+	assert_int_equal(tend_store_settle_flush(f->st), TEND_ERROR);
+	assert_non_null(strstr(tend_error_last(), "commit (settle)"));
+	assert_false(tend_store_settle_pending(f->st));
+	assert_false(has(f->st, "s000000"));
+	/* and the store goes on */
+	assert_int_equal(tend_store_write(f->st, put_body, &next), 0);
+	assert_int_equal(other_process_has(f->dir, "w000000"), 1);
+}
+
 int
 main(void)
 {
@@ -199,6 +344,11 @@ main(void)
 		T(map_full_grows_the_map),
 		T(newer_format_is_refused_with_a_clear_message),
 		T(injected_commit_failure_writes_nothing),
+		T(deferred_settle_commits_with_the_next_write),
+		T(deferred_settle_is_flushed_alone_and_at_close),
+		T(a_failed_write_keeps_the_deferred_settle),
+		T(a_write_that_fills_the_map_keeps_the_deferred_settle),
+		T(a_failed_deferred_settle_leaves_nothing_half_done),
 	};
 
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
