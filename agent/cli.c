@@ -141,7 +141,7 @@ static const struct {
 		  "workspace: its pid is\nin .tend/agent.pid. While it runs, "
 		  "`tend status` and `tend sync` ask it\nthrough "
 		  ".tend/agent.sock (JSON lines; commands: status, sync, "
-		  "pause,\nresume, rescan, subscribe).\n"},
+		  "pause,\nresume, rescan, subscribe, settle).\n"},
 	{"top", "usage: tend top\n\n"
 		"The dashboard of the workspace's running agent: the header "
 		"(agent state,\nwatches, overflows, queue, last pass), apps, "
@@ -571,6 +571,10 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 
 	if (c->napps > 1)
 		die_usage("%s takes at most one app", c->cmd);
+	/* a running agent commits what it settled before we read it */
+	struct tend_buf reply = TEND_BUF_INIT;
+	tend_agent_request(ws->state_dir, "settle", &reply, false);
+	tend_buf_release(&reply);
 	if ((rc = tend_ws_open(ws))) {
 		fprintf(stderr, "tend: %s\n", tend_error_last());
 		return EXIT_FAIL;

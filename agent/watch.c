@@ -14,8 +14,13 @@
  *
  * The control socket (state/agent.sock, 0600, peer uid checked) speaks
  * lines: a command per line ("status", "sync", "pause", "resume",
- * "rescan", "subscribe"; a JSON {"cmd": "..."} works too), and answers and
- * events as JSON lines.
+ * "rescan", "subscribe", "settle"; a JSON {"cmd": "..."} works too), and
+ * answers and events as JSON lines.
+ *
+ * A pass's settling commit is deferred (tend_store_defer_settles): the
+ * next pass's durable commit carries it, so passes that follow each other
+ * pay one disk flush fewer. When no pass is due SETTLE_MS after one, when
+ * a command comes, and at exit, it is committed on its own.
  */
 #define _GNU_SOURCE
 #include "watch.h"
@@ -40,6 +45,7 @@
 #include <dirent.h>
 
 #include "check.h"
+#include "inspect.h"
 #include "json.h"
 #include "tend/buf.h"
 #include "tend/status.h"
@@ -96,6 +102,8 @@ struct agent {
 	struct client clients[MAX_CLIENTS];
 	uint64_t ticks; /* orders client activity */
 	uint64_t first_ms, last_ms; /* debounce window */
+	uint64_t settle_ms;	    /* commit a deferred settle then */
+	uint64_t settle_wait;	    /* SETTLE_MS */
 	bool paused, stop, reload;
 	bool forced; /* `sync` while paused: one round of passes anyway */
 	uint64_t passes, overflows, start_ms, last_pass_ms;
@@ -119,6 +127,10 @@ now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* How long a deferred settle waits for the next pass to carry it
+ * (TEND_SETTLE_MS overrides it: the tests hold one open). */
+#define SETTLE_MS 2
+
 static void
 logf_(struct agent *a, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -135,6 +147,18 @@ logf_(struct agent *a, int level, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+/* Commit the deferred settle of the last pass, if one is open. A failure
+ * leaves its records pending: the next pass re-applies them. */
+static void
+settle(struct agent *a)
+{
+	struct tend_store *st = tend_engine_store(a->ws->eng);
+
+	a->settle_ms = 0;
+	if (tend_store_settle_pending(st) && tend_store_settle_flush(st) != 0)
+		logf_(a, 0, "%s", tend_error_last());
 }
 
 /* ---- clients ---- */
@@ -997,6 +1021,8 @@ run_passes(struct agent *a, bool all)
 		else
 			plan_set(a, i, NULL, 0);
 	}
+	if (tend_store_settle_pending(tend_engine_store(a->ws->eng)))
+		a->settle_ms = now_ms() + a->settle_wait;
 }
 
 /* Paused: keep the plan of each app's queued changes up to date. */
@@ -1195,7 +1221,11 @@ on_command(struct agent *a, struct client *c, const char *line)
 		tend_json_free(j);
 	} else
 		sscanf(p, "%31s %255s %1023s", cmd, arg1, arg2);
-	if (strcmp(cmd, "status") == 0) {
+	/* whoever asks reads the store next: give it what is settled */
+	settle(a);
+	if (strcmp(cmd, "settle") == 0) {
+		tend_buf_puts(&out, "{\"event\": \"settled\"}\n");
+	} else if (strcmp(cmd, "status") == 0) {
 		status_line(a, &out);
 	} else if (strcmp(cmd, "subscribe") == 0) {
 		c->subscribed = true;
@@ -1479,6 +1509,9 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 	if ((rc = tend_ws_open(ws)) || (rc = take_lock(&a)) ||
 	    (rc = tend_ws_lock(ws, "tend watch")) || (rc = listen_socket(&a)))
 		goto out;
+	tend_store_defer_settles(tend_engine_store(ws->eng), true);
+	const char *sw = getenv("TEND_SETTLE_MS");
+	a.settle_wait = sw && *sw ? strtoull(sw, NULL, 10) : SETTLE_MS;
 	tend_engine_subscribe(ws->eng,
 	    TEND_EV_MASK(TEND_EV_ACTION_PLANNED) |
 		TEND_EV_MASK(TEND_EV_ACTION_APPLIED) |
@@ -1522,9 +1555,20 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 
 		for (size_t i = 0; i < a.napps; i++)
 			polled |= a.apps[i].polled;
-		int n = epoll_wait(a.ep, evs, 16, polled ? 2000 : -1);
+		int wait = polled ? 2000 : -1;
+		if (a.settle_ms) {
+			uint64_t now = now_ms();
+			uint64_t left = a.settle_ms > now ? a.settle_ms - now : 0;
+
+			if (wait < 0 || left < (uint64_t)wait)
+				wait = left > 3600000 ? 3600000 : (int)left;
+		}
+		int n = epoll_wait(a.ep, evs, 16, wait);
 		if (n < 0 && errno != EINTR)
 			break;
+		/* a pass due soon carries the settle; else commit it now */
+		if (a.settle_ms && now_ms() >= a.settle_ms && !a.first_ms)
+			settle(&a);
 		if (n == 0 && polled) {
 			for (size_t i = 0; i < a.napps; i++)
 				a.apps[i].full |= a.apps[i].polled;
@@ -1556,6 +1600,11 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 				else if (!a.stop) {
 					a.forced = false;
 					run_passes(&a, false);
+					/* a `tend sync` reads the store next */
+					for (int k = 0; k < MAX_CLIENTS; k++)
+						if (a.clients[k].fd >= 0 &&
+						    a.clients[k].want_done)
+							settle(&a);
 					for (int k = 0; k < MAX_CLIENTS; k++) {
 						struct client *c = &a.clients[k];
 
@@ -1578,6 +1627,7 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 		}
 	}
 	logf_(&a, 1, "stopping");
+	settle(&a);
 	rc = 0;
 out:
 	for (int i = 0; i < MAX_CLIENTS; i++)
@@ -1643,7 +1693,9 @@ tend_agent_request(const char *state_dir, const char *cmd,
 			bool done = false;
 
 			*nl = '\0';
-			if (!until_pass && strstr(in.ptr, "\"event\": \"status\"")) {
+			if (!until_pass &&
+			    (strstr(in.ptr, "\"event\": \"status\"") ||
+				strstr(in.ptr, "\"event\": \"settled\""))) {
 				done = true;
 				tend_buf_put(reply, in.ptr, len - 1);
 				tend_buf_putc(reply, '\n');

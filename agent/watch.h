@@ -24,7 +24,8 @@ int tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o);
 
 /*
  * Send `cmd` to the agent of `state_dir`: "status" returns its status
- * line; "sync" (until_pass) waits until the passes it asked for are over
+ * line; "settle" returns once the agent has committed what its last pass
+ * settled; "sync" (until_pass) waits until the passes it asked for are over
  * and returns their pass_finished lines. TEND_ENOTFOUND when no agent
  * runs.
  */
