@@ -258,9 +258,10 @@ injected(struct tend_store *st, const char *what)
 	    "store %s: commit (%s): injected failure", st->dir, what);
 }
 
+/* `keep`: leave the transaction open as st->lazy, uncommitted */
 static int
 store_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
-    const char *what)
+    const char *what, bool keep)
 {
 	int growths = 0;
 
@@ -293,6 +294,11 @@ store_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
 		if (error) {
 			mdb_txn_abort(t.txn);
 			return error;
+		}
+		if (keep) {
+			st->lazy = tend_xmalloc(sizeof t);
+			*st->lazy = t;
+			return 0;
 		}
 		if ((rc = injected(st, what)) != 0) {
 			mdb_txn_abort(t.txn);
@@ -368,46 +374,7 @@ tend_store_write(struct tend_store *st, tend_store_body_fn *body, void *arg)
 		if ((rc = tend_store_settle_flush(st)) != 0)
 			return rc;
 	}
-	return store_write(st, body, arg, "write");
-}
-
-/* Run `body` in a transaction left open as st->lazy. */
-static int
-lazy_write(struct tend_store *st, tend_store_body_fn *body, void *arg)
-{
-	int growths = 0, rc;
-
-	if ((rc = tend_store_settle_flush(st)) != 0 || unusable(st))
-		return rc ? rc : TEND_ERROR;
-	for (;;) {
-		struct tend_txn *t = tend_xcalloc(1, sizeof *t);
-
-		t->st = st;
-		if ((rc = mdb_txn_begin(st->env, NULL, 0, &t->txn)) != 0) {
-			free(t);
-			if (rc == MDB_MAP_RESIZED) {
-				mdb_env_set_mapsize(st->env, 0);
-				MDB_envinfo info;
-				mdb_env_info(st->env, &info);
-				st->map_size = info.me_mapsize;
-				continue;
-			}
-			return mdb_fail(rc, "begin write");
-		}
-		int error = body(t, arg), full = t->map_full;
-
-		if (full || error) {
-			mdb_txn_abort(t->txn);
-			free(t);
-			if (!full)
-				return error;
-			if ((rc = grow(st, &growths)) != 0)
-				return rc;
-			continue;
-		}
-		st->lazy = t;
-		return 0;
-	}
+	return store_write(st, body, arg, "write", false);
 }
 
 int
@@ -418,10 +385,14 @@ tend_store_write_settle(struct tend_store *st, tend_store_body_fn *body,
 
 	if (st->held)
 		return body(st->held, arg);
-	if (st->defer)
-		return lazy_write(st, body, arg);
+	if (st->defer) {
+		/* one settle open at a time */
+		if ((rc = tend_store_settle_flush(st)) != 0)
+			return rc;
+		return store_write(st, body, arg, "settle", true);
+	}
 	mdb_env_set_flags(st->env, MDB_NOMETASYNC, 1);
-	rc = store_write(st, body, arg, "settle");
+	rc = store_write(st, body, arg, "settle", false);
 	mdb_env_set_flags(st->env, MDB_NOMETASYNC, 0);
 	return rc;
 }
