@@ -552,6 +552,23 @@ struct move {
 	bool paired;
 };
 
+/* A regular file with one link, just created: its writer's close
+ * follows. */
+static bool
+being_written(struct agent *a, size_t app, const char *rel)
+{
+	struct tend_buf abs = TEND_BUF_INIT;
+	struct stat st;
+	bool r;
+
+	tend_buf_printf(&abs, "%s/%s/%s", a->ws->root,
+	    a->ws->cfg.apps[app].source, rel);
+	r = lstat(abs.ptr, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_nlink == 1;
+	tend_buf_release(&abs);
+	return r;
+}
+
 /*
  * One event of a watched directory, for one app watching it. Files
  * become dirty paths; a directory created, deleted or moved becomes a
@@ -567,6 +584,12 @@ on_event_for(struct agent *a, const struct inotify_event *ev, size_t app,
 
 	if (!(ev->mask & IN_ISDIR)) {
 		const char *base = strrchr(rel, '/');
+
+		/* a new file is applied once its writer closes it
+		 * (IN_CLOSE_WRITE), not half-written; a hard link or a
+		 * special file has no close to wait for */
+		if ((ev->mask & IN_CREATE) && being_written(a, app, rel))
+			return;
 
 		/* new ignore rules: what is synced (and watched) changes */
 		if (strcmp(base ? base + 1 : rel, ".gitignore") == 0 &&

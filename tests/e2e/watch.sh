@@ -22,6 +22,19 @@ until_ '[ ! -e out/new ]' 'rm src/new' "delete"
 until_ '[ ! -e out/a ] && [ "$(cat out/d/a2 2>/dev/null)" = a2 ]' 'mv src/a src/d/a2' "rename across directories"
 until_ '[ "$(cat out/d/c 2>/dev/null)" = a2 ] && [ ! -e out/d/a2 ]' 'mv src/d/a2 src/d/c' "rename within a directory"
 until_ '[ "$(cat out/p/q/r/f 2>/dev/null)" = x ]' 'mkdir -p src/p/q/r && printf "x\n" > src/p/q/r/f' "mkdir -p then write at once"
+# a new file is applied when its writer closes it, not half-written (the
+# writer holds it open until told to go on through a fifo)
+mkfifo "$WS/go"
+sh -c 'printf part; read x < "$1"; printf "done\n"' sh "$WS/go" > src/held &
+HELD=$!
+while [ "$(cat src/held)" != part ]; do sleep 0.01; done
+until_ '[ -f out/s1 ]' 'printf "s\n" > src/s1' "a pass while a new file is written"
+[ ! -e out/held ] || fail "a file still being written was applied: '$(cat out/held)'"
+until_ '[ "$(cat out/held 2>/dev/null)" = partdone ]' "echo > $WS/go" "the new file applied once closed"
+wait $HELD
+# a hard link has no close: its creation is enough
+printf 'h\n' > outside/h
+until_ '[ "$(cat out/hl 2>/dev/null)" = h ]' 'ln outside/h src/hl' "a hard link"
 until_ '[ "$(cat out/moved/inner/m 2>/dev/null)" = m ]' 'mv outside/moved src/moved' "a populated directory moved in"
 until_ '[ ! -e out/moved ]' 'mv src/moved outside/moved' "moved out again"
 until_ '[ ! -e out/p ]' 'rm -rf src/p' "rm -rf of a subtree"
