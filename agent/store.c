@@ -317,14 +317,16 @@ store_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
 }
 
 /*
- * A durable write with a deferred settle open: `body` runs in a child of
- * the settle's transaction, and one durable commit makes both. The child
- * keeps the settle safe from the body: a failed body, or one that fills
- * the map, is aborted alone, and the settle is then committed on its own
- * (the map can only grow with no transaction open).
+ * With a deferred settle open, `body` runs in a child of its transaction:
+ * a durable write then commits both at once, and another settle joins it.
+ * The child keeps the settle safe from the body: a failed body, or one
+ * that fills the map, is aborted alone (MDB_MAP_FULL: the caller commits
+ * the settle on its own, since the map can only grow with no transaction
+ * open, and runs the body again).
  */
 static int
-merged_write(struct tend_store *st, tend_store_body_fn *body, void *arg)
+child_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
+    bool durable)
 {
 	struct tend_txn t = {.st = st};
 	int rc, error;
@@ -337,12 +339,14 @@ merged_write(struct tend_store *st, tend_store_body_fn *body, void *arg)
 		mdb_txn_abort(t.txn);
 		return t.map_full ? MDB_MAP_FULL : error;
 	}
-	if ((rc = injected(st, "write")) != 0) {
+	if (durable && (rc = injected(st, "write")) != 0) {
 		mdb_txn_abort(t.txn);
 		return rc;
 	}
 	if ((rc = mdb_txn_commit(t.txn)) != 0)
 		return rc == MDB_MAP_FULL ? rc : mdb_fail(rc, "commit");
+	if (!durable)
+		return 0;
 	/* the child is in the settle's transaction now: commit both (a
 	 * full map loses the settle, which leaves its records pending, and
 	 * the caller runs the body again) */
@@ -366,11 +370,10 @@ tend_store_write(struct tend_store *st, tend_store_body_fn *body, void *arg)
 		st->lazy = NULL;
 	}
 	if (st->lazy && !st->held) {
-		int rc = merged_write(st, body, arg);
+		int rc = child_write(st, body, arg, true);
 
 		if (rc != MDB_MAP_FULL)
 			return rc;
-		/* settle alone, then grow and run the body again */
 		if ((rc = tend_store_settle_flush(st)) != 0)
 			return rc;
 	}
@@ -386,9 +389,13 @@ tend_store_write_settle(struct tend_store *st, tend_store_body_fn *body,
 	if (st->held)
 		return body(st->held, arg);
 	if (st->defer) {
-		/* one settle open at a time */
-		if ((rc = tend_store_settle_flush(st)) != 0)
-			return rc;
+		if (st->lazy) {
+			if ((rc = child_write(st, body, arg, false)) !=
+			    MDB_MAP_FULL)
+				return rc;
+			if ((rc = tend_store_settle_flush(st)) != 0)
+				return rc;
+		}
 		return store_write(st, body, arg, "settle", true);
 	}
 	mdb_env_set_flags(st->env, MDB_NOMETASYNC, 1);

@@ -255,13 +255,15 @@ deferred_settle_is_flushed_alone_and_at_close(void **state)
 	assert_int_equal(tend_store_settle_flush(f->st), 0);
 	assert_false(tend_store_settle_pending(f->st));
 	assert_int_equal(other_process_has(f->dir, "a000000"), 1);
-	/* a second settle commits the first one before it opens */
+	/* a second settle joins the first one */
 	assert_int_equal(tend_store_write_settle(f->st, put_body, &b), 0);
 	assert_int_equal(tend_store_write_settle(f->st, put_body, &c), 0);
-	assert_int_equal(other_process_has(f->dir, "b000000"), 1);
+	assert_true(has(f->st, "b000000") && has(f->st, "c000000"));
+	assert_int_equal(other_process_has(f->dir, "b000000"), 0);
 	assert_int_equal(other_process_has(f->dir, "c000000"), 0);
 	tend_store_close(f->st);
 	f->st = NULL;
+	assert_int_equal(other_process_has(f->dir, "b000000"), 1);
 	assert_int_equal(other_process_has(f->dir, "c000000"), 1);
 }
 
@@ -316,6 +318,27 @@ a_write_that_fills_the_map_keeps_the_deferred_settle(void **state)
 }
 
 static void
+a_settle_that_fills_the_map_keeps_the_one_open(void **state)
+{
+	struct fx *f = *state;
+	char big[2000];
+	struct kv settle = {"s", "1", 5}, kv = {"k", big, 500};
+
+	memset(big, 'y', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	assert_int_equal(tend_store_open(&f->st, f->dir, 64 * 1024), 0);
+	tend_store_defer_settles(f->st, true);
+	assert_int_equal(tend_store_write_settle(f->st, put_body, &settle), 0);
+	assert_int_equal(tend_store_write_settle(f->st, put_body, &kv), 0);
+	assert_true(tend_store_map_size(f->st) > 64 * 1024);
+	/* the first one was committed to let the map grow */
+	assert_int_equal(other_process_has(f->dir, "s000004"), 1);
+	assert_true(tend_store_settle_pending(f->st));
+	assert_int_equal(tend_store_settle_flush(f->st), 0);
+	assert_int_equal(other_process_has(f->dir, "k000499"), 1);
+}
+
+static void
 a_failed_deferred_settle_leaves_nothing_half_done(void **state)
 {
 	struct fx *f = *state;
@@ -348,6 +371,7 @@ main(void)
 		T(deferred_settle_is_flushed_alone_and_at_close),
 		T(a_failed_write_keeps_the_deferred_settle),
 		T(a_write_that_fills_the_map_keeps_the_deferred_settle),
+		T(a_settle_that_fills_the_map_keeps_the_one_open),
 		T(a_failed_deferred_settle_leaves_nothing_half_done),
 	};
 
