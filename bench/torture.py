@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """torture.py - crash torture for tend.
 
-  torture.py --tend PATH [--iterations N] [--seed S] [--files F] [--keep]
+  torture.py --tend PATH [--agent] [--iterations N] [--seed S] [--files F]
+             [--keep]
 
 Each iteration applies a random workload to a source tree (creates,
 modifies, deletes, file and directory renames, executable bits, files
@@ -12,6 +13,11 @@ either after a random delay, or exactly at an operation through a
 failpoint (TEND_FAILPOINTS=POINT@N=kill: a write, a rename, an unlink, a
 mkdir, the commit of pending records, the settling commit, a git object
 write, a ref update).
+
+With --agent the workload is applied while a `tend watch` (debounce 0)
+follows it, and the agent is SIGKILLed: after a random delay, at a
+failpoint, or (a third of the time) with the settle of its last pass
+still deferred (TEND_SETTLE_MS holds it open).
 
 After every kill a clean `tend sync` must converge:
   - out/ holds exactly the sources (content, and the mode file-mode says),
@@ -37,6 +43,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -67,7 +74,8 @@ class Torture:
         self.nstray = 0
         self.durations = [0.05]
         self.stats = {"iterations": 0, "killed": 0, "finished": 0,
-                      "by_timer": 0, "by_failpoint": 0, "full": 0}
+                      "by_timer": 0, "by_failpoint": 0, "full": 0,
+                      "deferred": 0}
         self.env = dict(os.environ, GIT_AUTHOR_NAME="t",
                         GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                         GIT_COMMITTER_EMAIL="t@t")
@@ -79,15 +87,18 @@ class Torture:
         subprocess.run(["git", "init", "-q", "--bare", "repo.git"],
                        cwd=self.ws, check=True)
         self.nfiles = a.files
+        self.agent = a.agent
         for _ in range(a.files):
             self.create()
         self.write_conf()
 
     # ---- the workspace
 
-    def write_conf(self):
+    def write_conf(self, debounce0=False):
         k = self.knobs
         with open(os.path.join(self.ws, "tend.conf"), "w") as f:
+            if debounce0:
+                f.write("[tend]\n\tdebounce = 0\n")
             f.write(f"""[app "site"]
 \tsource = src
 \ttarget = dir:out
@@ -143,7 +154,7 @@ class Torture:
         self.put(os.path.join(d, "f%d.txt" % r.randrange(100000)),
                  self.text())
 
-    def mutate(self):
+    def mutate(self, debounce0=False):
         r = self.rng
         ops = []
         for _ in range(r.randrange(1, 16)):
@@ -208,7 +219,7 @@ class Torture:
                 k[knob] = not k[knob]
             if knob == "site_exclusive" and k[knob]:
                 self.strays.clear()  # destructive: they may go now
-            self.write_conf()
+            self.write_conf(debounce0)
             ops.append("config:" + knob)
         return ops
 
@@ -246,6 +257,80 @@ class Torture:
             self.stats["by_timer" if timer else "by_failpoint"] += 1
         else:
             self.stats["finished"] += 1
+
+    def agent_ready(self, p, deadline):
+        """The agent answers and has finished its catch-up passes."""
+        path = os.path.join(self.ws, ".tend", "agent.sock")
+        while time.time() < deadline and p.poll() is None:
+            try:
+                s = socket.socket(socket.AF_UNIX)
+                s.settimeout(max(0.05, deadline - time.time()))
+                s.connect(path)
+                s.sendall(b"status\n")
+                buf = b""
+                while b"\n" not in buf:
+                    data = s.recv(65536)
+                    if not data:
+                        break
+                    buf += data
+                s.close()
+                st = json.loads(buf.split(b"\n")[0])
+                if st.get("event") == "status" and \
+                        st["passes"] >= len(st["apps"]):
+                    return True
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.01)
+        return False
+
+    def killed_agent(self):
+        """Mutate under a running agent, then SIGKILL it."""
+        r = self.rng
+        env = dict(self.env)
+        how = r.choice(["timer", "failpoint", "deferred"])
+        if how == "failpoint":
+            n = 1 + int(r.expovariate(1 / 8.0))
+            env["TEND_FAILPOINTS"] = "%s@%d=kill" % (r.choice(POINTS), n)
+        if how == "deferred":
+            env["TEND_SETTLE_MS"] = "600000"
+        self.write_conf(debounce0=True)
+        p = subprocess.Popen([self.tend, "watch", "--allow-delete"],
+                             cwd=self.ws, env=env,
+                             stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        ops = []
+        if self.agent_ready(p, time.time() + 60):
+            sub = None
+            if how == "deferred":
+                # commands commit the settle: subscribe first, then
+                # follow the passes without a command until they stop
+                sub = socket.socket(socket.AF_UNIX)
+                sub.connect(os.path.join(self.ws, ".tend", "agent.sock"))
+                sub.sendall(b"subscribe\n")
+                sub.settimeout(10)
+                sub.recv(65536)
+            ops = self.mutate(debounce0=True)
+            if sub:
+                sub.settimeout(0.2)
+                try:
+                    while sub.recv(65536):
+                        pass
+                except OSError:
+                    pass
+                sub.close()
+            else:
+                time.sleep(r.uniform(0, 0.05))
+        died = p.poll() is not None
+        p.send_signal(signal.SIGKILL)
+        rc = p.wait(timeout=300)
+        self.write_conf()  # the convergence runs without the agent
+        if rc == -signal.SIGKILL:
+            self.stats["killed"] += 1
+            self.stats["by_failpoint" if died else "by_timer"] += 1
+            self.stats["deferred"] += how == "deferred"
+        else:
+            self.stats["finished"] += 1
+        return ops
 
     # ---- checks
 
@@ -356,8 +441,11 @@ class Torture:
 
     def run(self, iterations):
         for it in range(1, iterations + 1):
-            ops = self.mutate()
-            self.killed_run()
+            if self.agent:
+                ops = self.killed_agent()
+            else:
+                ops = self.mutate()
+                self.killed_run()
             try:
                 self.converge(it)
             except Failed as e:
@@ -375,6 +463,8 @@ def main():
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--files", type=int, default=60)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--agent", action="store_true",
+                    help="kill a running `tend watch` instead of `tend sync`")
     a = ap.parse_args()
     if a.iterations is None:
         a.iterations = int(os.environ.get("TORTURE_ITERS",
@@ -388,11 +478,14 @@ def main():
         print("FAIL (seed %d): %s" % (a.seed, e), file=sys.stderr)
         ok = False
     s = t.stats
-    print("torture: seed %d, %d iterations converged, tend killed %d times "
-          "(%d by timer, %d at a failpoint), %d runs finished before the "
-          "kill, %d --full, %.1f s" %
-          (a.seed, s["iterations"], s["killed"], s["by_timer"],
-           s["by_failpoint"], s["finished"], s["full"], time.time() - t0))
+    deferred = ", %d with a deferred settle open" % s["deferred"] \
+        if a.agent else ""
+    print("torture%s: seed %d, %d iterations converged, tend killed %d "
+          "times (%d by timer, %d at a failpoint%s), %d runs finished "
+          "before the kill, %d --full, %.1f s" %
+          (" --agent" if a.agent else "", a.seed, s["iterations"],
+           s["killed"], s["by_timer"], s["by_failpoint"], deferred,
+           s["finished"], s["full"], time.time() - t0))
     if ok or not a.keep:
         shutil.rmtree(t.ws, ignore_errors=True)
     else:
