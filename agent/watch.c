@@ -1590,8 +1590,12 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 		if (n < 0 && errno != EINTR)
 			break;
 		/* a pass due soon carries the settle; else commit it now */
-		if (a.settle_ms && now_ms() >= a.settle_ms && !a.first_ms)
-			settle(&a);
+		if (a.settle_ms && now_ms() >= a.settle_ms) {
+			if (a.first_ms)
+				a.settle_ms = 0; /* and sleep until that pass */
+			else
+				settle(&a);
+		}
 		if (n == 0 && polled) {
 			for (size_t i = 0; i < a.napps; i++)
 				a.apps[i].full |= a.apps[i].polled;

@@ -67,6 +67,24 @@ kill -TERM $AGENT; wait $AGENT; rc=$?; AGENT=
 [ $rc = 0 ] || fail "SIGTERM exit $rc"
 run ls; settled f "SIGTERM"
 
+# a pass due soon carries the open settle, and the agent sleeps until it
+# (it spun in epoll_wait before: a second's worth of CPU ticks here)
+sed -i 's/debounce = 0/debounce = 2s/' tend.conf
+TEND_SETTLE_MS=300 "$TEND" watch 2>>"$WS/agent.err" &
+AGENT=$!
+$CTL ready || fail "agent ready (2 s debounce)"
+until_ '[ -f out/h1 ]' 'printf "h\n" > src/h1' "create h1"
+# within h1's settle wait (no command since: a command would commit it),
+# an event whose pass is due in 2 s; a second of the wait, measured
+printf 'h\n' > src/h2
+t0=$(awk '{print $14 + $15}' /proc/$AGENT/stat)
+sleep 1
+t1=$(awk '{print $14 + $15}' /proc/$AGENT/stat)
+[ $((t1 - t0)) -lt 30 ] || fail "the agent used $((t1 - t0)) ticks of CPU in 1 s waiting for a pass"
+until_ '[ -f out/h2 ]' 'true' "create h2"
+kill -TERM $AGENT; wait $AGENT; AGENT=
+sed -i 's/debounce = 2s/debounce = 0/' tend.conf
+
 # the default wait commits on its own when no pass follows
 "$TEND" watch 2>>"$WS/agent.err" &
 AGENT=$!
