@@ -572,9 +572,7 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 	if (c->napps > 1)
 		die_usage("%s takes at most one app", c->cmd);
 	/* a running agent commits what it settled before we read it */
-	struct tend_buf reply = TEND_BUF_INIT;
-	tend_agent_request(ws->state_dir, "settle", &reply, false);
-	tend_buf_release(&reply);
+	tend_agent_settle(ws->state_dir);
 	if ((rc = tend_ws_open(ws))) {
 		fprintf(stderr, "tend: %s\n", tend_error_last());
 		return EXIT_FAIL;

@@ -1683,9 +1683,10 @@ out:
 	return rc;
 }
 
-int
-tend_agent_request(const char *state_dir, const char *cmd,
-    struct tend_buf *reply, bool until_pass)
+/* `wait_ms` > 0: give up on an answer that takes longer (TEND_ERETRY) */
+static int
+request(const char *state_dir, const char *cmd, struct tend_buf *reply,
+    bool until_pass, int wait_ms)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd, rc = TEND_ENOTFOUND;
@@ -1696,6 +1697,12 @@ tend_agent_request(const char *state_dir, const char *cmd,
 		if (fd >= 0)
 			close(fd);
 		return TEND_ENOTFOUND;
+	}
+	if (wait_ms > 0) {
+		struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
+
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+		rc = TEND_ERETRY;
 	}
 	struct tend_buf req = TEND_BUF_INIT;
 	if (until_pass)
@@ -1743,5 +1750,22 @@ tend_agent_request(const char *state_dir, const char *cmd,
 out:
 	tend_buf_release(&in);
 	close(fd);
+	return rc;
+}
+
+int
+tend_agent_request(const char *state_dir, const char *cmd,
+    struct tend_buf *reply, bool until_pass)
+{
+	return request(state_dir, cmd, reply, until_pass, 0);
+}
+
+int
+tend_agent_settle(const char *state_dir)
+{
+	struct tend_buf reply = TEND_BUF_INIT;
+	int rc = request(state_dir, "settle", &reply, false, 500);
+
+	tend_buf_release(&reply);
 	return rc;
 }

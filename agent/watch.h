@@ -24,12 +24,19 @@ int tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o);
 
 /*
  * Send `cmd` to the agent of `state_dir`: "status" returns its status
- * line; "settle" returns once the agent has committed what its last pass
- * settled; "sync" (until_pass) waits until the passes it asked for are over
+ * line; "sync" (until_pass) waits until the passes it asked for are over
  * and returns their pass_finished lines. TEND_ENOTFOUND when no agent
  * runs.
  */
 int tend_agent_request(const char *state_dir, const char *cmd,
     struct tend_buf *reply, bool until_pass);
+
+/*
+ * Ask the agent of `state_dir` to commit what its last pass settled, so
+ * that the store can be read: 0 once it has, TEND_ENOTFOUND when no agent
+ * runs, TEND_ERETRY if it did not answer within half a second (a long
+ * pass: the store is read as it is).
+ */
+int tend_agent_settle(const char *state_dir);
 
 #endif

@@ -93,4 +93,15 @@ until_ '[ "$(cat out/g 2>/dev/null)" = g ]' 'printf "g\n" > src/g' "create g"
 sleep 0.5
 crash
 run ls; settled g "the default settle wait"
+
+# tend ls beside an agent stuck in a pass reads the store as it is, after
+# half a second, instead of waiting for the agent's answer
+TEND_FAILPOINTS='write~stuck@1=stop' "$TEND" watch 2>>"$WS/agent.err" &
+AGENT=$!
+$CTL ready || fail "agent ready (failpoint)"
+printf 'x\n' > src/stuck
+stopped $AGENT || fail "the agent stopped at the failpoint"
+timeout 20 "$TEND" ls >/dev/null 2>&1; rc=$?
+[ $rc = 0 ] || fail "tend ls beside a stopped agent: exit $rc (124: it waited)"
+crash
 finish
