@@ -289,7 +289,7 @@ class Torture:
         env = dict(self.env)
         how = r.choice(["timer", "failpoint", "deferred"])
         if how == "failpoint":
-            n = 1 + int(r.expovariate(1 / 8.0))
+            n = 1 + int(r.expovariate(1 / 3.0))
             env["TEND_FAILPOINTS"] = "%s@%d=kill" % (r.choice(POINTS), n)
         if how == "deferred":
             env["TEND_SETTLE_MS"] = "600000"
