@@ -387,6 +387,15 @@ skipped_dir(struct agent *a, size_t app, const char *rel)
 	return skip;
 }
 
+/* The absolute path of `rel` in app's source ("" is the source). */
+static void
+source_path(struct tend_buf *b, struct agent *a, size_t app,
+    const char *rel)
+{
+	tend_buf_printf(b, "%s/%s%s%s", a->ws->root,
+	    a->ws->cfg.apps[app].source, *rel ? "/" : "", rel);
+}
+
 /* Watch app's source directory `rel`; false if it is not watched (the
  * limit: the app falls back to periodic rescans). */
 static bool
@@ -395,8 +404,7 @@ watch_one(struct agent *a, size_t app, const char *rel)
 	struct tend_app_config *c = &a->ws->cfg.apps[app];
 	struct tend_buf abs = TEND_BUF_INIT;
 
-	tend_buf_printf(&abs, "%s/%s%s%s", a->ws->root, c->source,
-	    *rel ? "/" : "", rel);
+	source_path(&abs, a, app, rel);
 	int wd = inotify_add_watch(a->ino, abs.ptr, IN_MASK | IN_DONT_FOLLOW);
 	tend_buf_release(&abs);
 	if (wd < 0) {
@@ -424,7 +432,6 @@ watch_one(struct agent *a, size_t app, const char *rel)
 static void
 watch_tree(struct agent *a, size_t app, const char *rel)
 {
-	struct tend_app_config *c = &a->ws->cfg.apps[app];
 	struct tend_buf abs = TEND_BUF_INIT;
 	DIR *d;
 	struct dirent *e;
@@ -433,8 +440,7 @@ watch_tree(struct agent *a, size_t app, const char *rel)
 		return;
 	if (!watch_one(a, app, rel))
 		return;
-	tend_buf_printf(&abs, "%s/%s%s%s", a->ws->root, c->source,
-	    *rel ? "/" : "", rel);
+	source_path(&abs, a, app, rel);
 	if ((d = opendir(abs.ptr))) {
 		while ((e = readdir(d))) {
 			if (e->d_type != DT_DIR || strcmp(e->d_name, ".") == 0 ||
@@ -561,8 +567,7 @@ being_written(struct agent *a, size_t app, const char *rel)
 	struct stat st;
 	bool r;
 
-	tend_buf_printf(&abs, "%s/%s/%s", a->ws->root,
-	    a->ws->cfg.apps[app].source, rel);
+	source_path(&abs, a, app, rel);
 	r = lstat(abs.ptr, &st) == 0 && S_ISREG(st.st_mode) &&
 	    st.st_nlink == 1;
 	tend_buf_release(&abs);
@@ -1627,15 +1632,13 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 				else if (!a.stop) {
 					a.forced = false;
 					run_passes(&a, false);
-					/* a `tend sync` reads the store next */
-					for (int k = 0; k < MAX_CLIENTS; k++)
-						if (a.clients[k].fd >= 0 &&
-						    a.clients[k].want_done)
-							settle(&a);
 					for (int k = 0; k < MAX_CLIENTS; k++) {
 						struct client *c = &a.clients[k];
 
 						if (c->fd >= 0 && c->want_done) {
+							/* a `tend sync`: it
+							 * reads the store next */
+							settle(&a);
 							c->want_done = false;
 							client_send(&a, c,
 							    "{\"event\": "

@@ -94,10 +94,10 @@ class Torture:
 
     # ---- the workspace
 
-    def write_conf(self, debounce0=False):
+    def write_conf(self):
         k = self.knobs
         with open(os.path.join(self.ws, "tend.conf"), "w") as f:
-            if debounce0:
+            if self.agent:  # (a one-shot sync has no debounce)
                 f.write("[tend]\n\tdebounce = 0\n")
             f.write(f"""[app "site"]
 \tsource = src
@@ -154,7 +154,7 @@ class Torture:
         self.put(os.path.join(d, "f%d.txt" % r.randrange(100000)),
                  self.text())
 
-    def mutate(self, debounce0=False):
+    def mutate(self):
         r = self.rng
         ops = []
         for _ in range(r.randrange(1, 16)):
@@ -219,7 +219,7 @@ class Torture:
                 k[knob] = not k[knob]
             if knob == "site_exclusive" and k[knob]:
                 self.strays.clear()  # destructive: they may go now
-            self.write_conf(debounce0)
+            self.write_conf()
             ops.append("config:" + knob)
         return ops
 
@@ -293,7 +293,6 @@ class Torture:
             env["TEND_FAILPOINTS"] = "%s@%d=kill" % (r.choice(POINTS), n)
         if how == "deferred":
             env["TEND_SETTLE_MS"] = "600000"
-        self.write_conf(debounce0=True)
         p = subprocess.Popen([self.tend, "watch", "--allow-delete"],
                              cwd=self.ws, env=env,
                              stdout=subprocess.DEVNULL,
@@ -309,7 +308,7 @@ class Torture:
                 sub.sendall(b"subscribe\n")
                 sub.settimeout(10)
                 sub.recv(65536)
-            ops = self.mutate(debounce0=True)
+            ops = self.mutate()
             if sub:
                 sub.settimeout(0.2)
                 try:
@@ -323,7 +322,6 @@ class Torture:
         died = p.poll() is not None
         p.send_signal(signal.SIGKILL)
         rc = p.wait(timeout=300)
-        self.write_conf()  # the convergence runs without the agent
         if rc == -signal.SIGKILL:
             self.stats["killed"] += 1
             self.stats["by_failpoint" if died else "by_timer"] += 1

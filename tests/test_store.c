@@ -80,6 +80,15 @@ put_body(struct tend_txn *txn, void *arg)
 	return 0;
 }
 
+/* 500 rows of `c` * 1999 in `big`: about 1 MB, more than a small map */
+static struct kv
+big_rows(char big[2000], char c)
+{
+	memset(big, c, 1999);
+	big[1999] = '\0';
+	return (struct kv){"k", big, 500};
+}
+
 static void
 prefix_iteration_sees_only_the_prefix(void **state)
 {
@@ -135,10 +144,8 @@ map_full_grows_the_map(void **state)
 {
 	struct fx *f = *state;
 	char big[2000];
-	struct kv kv = {"k", big, 500};
+	struct kv kv = big_rows(big, 'x');
 
-	memset(big, 'x', sizeof big - 1);
-	big[sizeof big - 1] = '\0';
 	assert_int_equal(tend_store_open(&f->st, f->dir, 32 * 1024), 0);
 	assert_int_equal(tend_store_write(f->st, put_body, &kv), 0);
 	assert_true(tend_store_map_size(f->st) > 32 * 1024);
@@ -298,18 +305,25 @@ a_failed_write_keeps_the_deferred_settle(void **state)
 	assert_int_equal(other_process_has(f->dir, "x000000"), 0);
 }
 
+/* A 64 KiB map with a deferred settle of s000000..s000004 open. */
+static void
+small_map_with_a_settle_open(struct fx *f)
+{
+	struct kv settle = {"s", "1", 5};
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 64 * 1024), 0);
+	tend_store_defer_settles(f->st, true);
+	assert_int_equal(tend_store_write_settle(f->st, put_body, &settle), 0);
+}
+
 static void
 a_write_that_fills_the_map_keeps_the_deferred_settle(void **state)
 {
 	struct fx *f = *state;
 	char big[2000];
-	struct kv settle = {"s", "1", 5}, kv = {"k", big, 500};
+	struct kv kv = big_rows(big, 'x');
 
-	memset(big, 'x', sizeof big - 1);
-	big[sizeof big - 1] = '\0';
-	assert_int_equal(tend_store_open(&f->st, f->dir, 64 * 1024), 0);
-	tend_store_defer_settles(f->st, true);
-	assert_int_equal(tend_store_write_settle(f->st, put_body, &settle), 0);
+	small_map_with_a_settle_open(f);
 	assert_int_equal(tend_store_write(f->st, put_body, &kv), 0);
 	assert_true(tend_store_map_size(f->st) > 64 * 1024);
 	assert_false(tend_store_settle_pending(f->st));
@@ -322,13 +336,9 @@ a_settle_that_fills_the_map_keeps_the_one_open(void **state)
 {
 	struct fx *f = *state;
 	char big[2000];
-	struct kv settle = {"s", "1", 5}, kv = {"k", big, 500};
+	struct kv kv = big_rows(big, 'y');
 
-	memset(big, 'y', sizeof big - 1);
-	big[sizeof big - 1] = '\0';
-	assert_int_equal(tend_store_open(&f->st, f->dir, 64 * 1024), 0);
-	tend_store_defer_settles(f->st, true);
-	assert_int_equal(tend_store_write_settle(f->st, put_body, &settle), 0);
+	small_map_with_a_settle_open(f);
 	assert_int_equal(tend_store_write_settle(f->st, put_body, &kv), 0);
 	assert_true(tend_store_map_size(f->st) > 64 * 1024);
 	/* the first one was committed to let the map grow */
