@@ -1392,7 +1392,7 @@ mount_common(struct tend_comp *parent, const struct tend_key *path,
 		c->failed = true;
 		c->error = tend_xstrdup(tend_error_last()[0] ? tend_error_last()
 							    : "failed");
-		parent->child_failed = true;
+		tend_comp_withhold_memos(parent);
 		status = rc;
 	}
 	char *display = use ? tend_xstrdup(c->display) : NULL;

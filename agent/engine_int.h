@@ -309,6 +309,7 @@ struct tend_engine {
 /* reconcile.c: the bodies of the pre-commit and commit transactions */
 int tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c);
 int tend_commit_comp(struct tend_txn *txn, struct tend_comp *c);
+void tend_comp_withhold_memos(struct tend_comp *c);
 
 /* engine.c helpers used by reconcile.c */
 void tend_pass_save_provider(struct pass *pass, struct tend_provider *p);

@@ -917,6 +917,14 @@ tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c)
 	for (size_t i = 0; i < c->nplans; i++)
 		if (c->plans[i].kind == PLAN_ACTION && !c->plans[i].refresh)
 			any = true;
+	/* R18: a component with an action in flight is not memoised until
+	 * every action succeeded, and the memo goes in this durable commit,
+	 * before any sink: a kill or a failed action then leaves no memo
+	 * that the same input (a source brought back) could hit, while the
+	 * pending records wait for a body to settle them */
+	if (any && !c->memo_delete &&
+	    (rc = tend_store_del(txn, TEND_T_MEMO, c->cid.b, 16)))
+		return rc;
 	if ((!c->existed && c->mode == MODE_BUILD) || any || c->token_was_set)
 		rc = header_put(txn, c, any ? c->curr : h.version, any);
 	if (!any)
@@ -1078,6 +1086,18 @@ forget_component(struct tend_txn *txn, struct tend_comp *c)
 	return rc;
 }
 
+/* R4, R18: a component whose subtree did not fully succeed (a body or
+ * an action failed, items still deferred) is memoised nowhere up its
+ * chain, or the same input would skip it next time. Ancestors are alive
+ * here: a parent is enqueued after its children, so it commits in the
+ * same batch or a later one. */
+void
+tend_comp_withhold_memos(struct tend_comp *c)
+{
+	for (; c; c = c->parent)
+		c->child_failed = true;
+}
+
 int
 tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
 {
@@ -1156,6 +1176,13 @@ tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
 	}
 	if (c->mode == MODE_DELETE) {
 		if (c->any_failed) {
+			/* the parent that stopped declaring us committed
+			 * before our delete ran: its memo must not hide the
+			 * tombstone that waits for the retry */
+			if (c->has_parent &&
+			    (rc = tend_store_del(txn, TEND_T_MEMO,
+				 c->parent_cid.b, 16)))
+				return rc;
 			if (any_action)
 				rc = header_put(txn, c, c->curr, false);
 			else
@@ -1190,6 +1217,8 @@ tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
 		return 0;
 	}
 	if (c->any_failed) {
+		if (!c->retry)
+			tend_comp_withhold_memos(c->parent);
 		if (any_action)
 			return header_put(txn, c, c->curr, false);
 		return 0;
@@ -1211,6 +1240,10 @@ tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
 	if (c->memoize && !c->child_failed && c->ndeferred == 0 &&
 	    (rc = put_memo(txn, c)))
 		return rc;
+	/* items left deferred: not memoised up the chain either (a retry
+	 * at the pass's end has outlived its parent, which saw this) */
+	if (c->ndeferred && !c->retry)
+		tend_comp_withhold_memos(c->parent);
 	c->done = true;
 	return 0;
 }

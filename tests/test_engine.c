@@ -715,6 +715,45 @@ s46_memo_hit_keeps_states_and_delete_works(void **state)
 	assert_int_equal(F->stats.unchanged, 1);
 }
 
+/* R18: a deleted component whose delete was written but reported failed
+ * (or killed before its settle) keeps no memo; the same input brought
+ * back must run its body and re-create the state. */
+static void
+memo_gone_before_a_failed_delete(void **state)
+{
+	ASSERT_OK(fx_run(F, "M(i,v1) { a=1 } b=1"));
+	F->w.fail_key = strdup("a");
+	F->w.fail_after_write = true;
+	assert_int_not_equal(fx_run(F, "b=1"), 0);
+	free(F->w.fail_key);
+	F->w.fail_key = NULL;
+	F->w.fail_after_write = false;
+	ASSERT_WORLD(F, "b=1"); /* the delete was written */
+	ASSERT_LACKS(F, "memo /app/i");
+	ASSERT_OK(fx_run(F, "M(i,v1) { a=1 } b=1"));
+	assert_int_equal(F->stats.unchanged, 0);
+	ASSERT_WORLD(F, "a=1 b=1");
+	ASSERT_OK(fx_run(F, "M(i,v1) { a=1 } b=1"));
+	assert_int_equal(F->stats.unchanged, 1); /* memoised again */
+}
+
+/* R4, R18: a memoised parent whose child's sink failed is not memoised:
+ * the same input runs again and the child's state is applied. */
+static void
+memo_withheld_when_a_child_sink_fails(void **state)
+{
+	ASSERT_OK(fx_run(F, "M(P,x) { C(c) { a=1 } }"));
+	F->w.fail_key = strdup("a");
+	assert_int_not_equal(fx_run(F, "M(P,y) { C(c) { a=2 } }"), 0);
+	free(F->w.fail_key);
+	F->w.fail_key = NULL;
+	ASSERT_WORLD(F, "a=1");
+	ASSERT_LACKS(F, "memo /app/P");
+	ASSERT_OK(fx_run(F, "M(P,y) { C(c) { a=2 } }"));
+	assert_int_equal(F->stats.unchanged, 0);
+	ASSERT_WORLD(F, "a=2");
+}
+
 static void
 s48_full_reprocess(void **state)
 {
@@ -900,6 +939,8 @@ main(void)
 		T(s44_component_memo_skip),
 		T(s45_memo_invalidated_by_failed_start),
 		T(s46_memo_hit_keeps_states_and_delete_works),
+		T(memo_gone_before_a_failed_delete),
+		T(memo_withheld_when_a_child_sink_fails),
 		T(s48_full_reprocess),
 		T(s60_background_child_failure),
 		T(s61_use_mount_child_failure),

@@ -1,0 +1,60 @@
+#!/bin/sh
+# A source deleted and brought back with the same content, after the
+# delete was interrupted (SIGKILL between the unlink and its settle) or
+# failed: the next sync re-creates the entry, and plan and check then
+# tell the truth about the bytes on disk (issue 14).
+. "$(dirname "$0")/lib.sh"
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t
+
+git init -q --bare repo.git
+mkdir -p src
+cat > tend.conf <<'CONF'
+[app "site"]
+	source = src
+	target = dir:out
+[app "gen"]
+	source = src
+	declare = exec sed s/^/gen:/
+	target = dir:gen
+[app "pub"]
+	source = src
+	target = git:repo.git
+	ref = refs/heads/pages
+CONF
+printf 'A\n' > src/a.md; printf 'B\n' > src/b.md
+run sync -q; expect_rc 0 "first sync"
+
+converged() {
+	expect_file out/a.md A; expect_file out/b.md B
+	expect_file gen/a.md gen:A; expect_file gen/b.md gen:B
+	[ "$(git -C repo.git show refs/heads/pages:a.md 2>&1)" = A ] ||
+		fail "$1: a.md missing from refs/heads/pages"
+	run plan; expect_rc 0 "$1: plan"
+	expect_in "$OUT" "No changes" "$1: plan"
+	run check -q; expect_rc 0 "$1: check ($OUT)"
+}
+
+# killed at the settle that follows the deletes (the unlinks ran)
+cp src/a.md a.saved; rm src/a.md
+TEND_FAILPOINTS='lmdb-commit~settle@2=kill' "$TEND" sync >/dev/null 2>&1
+[ $? = 137 ] || fail "the failpoint should kill the sync"
+expect_gone out/a.md
+cp a.saved src/a.md
+run sync -q; expect_rc 0 "sync after the restore"
+converged "after a killed delete"
+
+# the delete itself fails (its unlink, after nothing was written)
+rm src/a.md
+TEND_FAILPOINTS='unlink~a.md=EACCES' "$TEND" sync -q >/dev/null 2>&1
+cp a.saved src/a.md
+run sync -q; expect_rc 0 "sync after a failed delete and a restore"
+converged "after a failed delete"
+
+# the same file back under another name, after a killed delete
+rm src/a.md
+TEND_FAILPOINTS='lmdb-commit~settle@2=kill' "$TEND" sync >/dev/null 2>&1
+cp a.saved src/c.md; cp a.saved src/a.md
+run sync -q; expect_rc 0 "sync after a restore under two names"
+expect_file out/c.md A; expect_file gen/c.md gen:A
+converged "after a restore under two names"
+finish
