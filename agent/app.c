@@ -343,11 +343,23 @@ tend_ws_agent_pid(const struct tend_ws *ws)
 	if (fd < 0)
 		return 0;
 	/* the agent holds an exclusive flock for its life (-1: one runs,
-	 * its pid is not written yet) */
-	if (flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+	 * its pid is not written yet). A lock whose recorded holder is dead
+	 * is held by what it left in transit (a child between its spawn and
+	 * its execve, which closes the descriptor): wait for that, 2 s at
+	 * most, rather than send the user to stop a dead agent. */
+	for (int tries = 0;; tries++) {
+		if (flock(fd, LOCK_SH | LOCK_NB) == 0 || errno != EWOULDBLOCK) {
+			running = 0;
+			break;
+		}
 		running = read_holder(fd, pid, sizeof pid);
-		if (running <= 0)
+		if (running <= 0) {
 			running = -1;
+			break;
+		}
+		if (tries == 200 || kill(running, 0) == 0 || errno != ESRCH)
+			break;
+		usleep(10 * 1000);
 	}
 	close(fd);
 	return running;

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,53 +46,101 @@ struct job {
 	int status;
 };
 
+/* environ with the job's "KEY=VALUE" entries put over it; the strings
+ * are borrowed, the array is the caller's to free */
+static char **
+job_env(const struct tend_exec *e)
+{
+	size_t n = 0, extra = 0;
+
+	for (char **p = environ; p && *p; p++)
+		n++;
+	for (char *const *p = e->env; p && *p; p++)
+		extra++;
+	char **env = tend_xcalloc(n + extra + 1, sizeof *env);
+	size_t m = 0;
+	for (char **p = environ; p && *p; p++)
+		env[m++] = *p;
+	for (char *const *p = e->env; p && *p; p++) {
+		size_t klen = strcspn(*p, "=");
+		size_t i = 0;
+
+		while (i < m && !(strncmp(env[i], *p, klen) == 0 &&
+				    env[i][klen] == '='))
+			i++;
+		env[i] = *p;
+		if (i == m)
+			m++;
+	}
+	return env;
+}
+
+/*
+ * posix_spawn, not fork: a forked copy of this process (threads walk,
+ * pack and read beside the pass) holds every descriptor, the agent's
+ * lock among them, until its execve. Killed in that window, tend left a
+ * child in transit holding the lock of a dead agent. glibc's posix_spawn
+ * runs the child on the parent's memory, blocked, straight to execve.
+ */
 static int
 job_start(struct job *j)
 {
 	const struct tend_exec *e = j->e;
-	int pipefd[2];
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, def;
+	int pipefd[2], rc;
 
 	if (pipe2(pipefd, O_CLOEXEC) != 0)
 		return tend_error_set(TEND_ERROR, "pipe: %s", strerror(errno));
-	j->pid = fork();
-	if (j->pid < 0) {
-		close(pipefd[0]);
-		close(pipefd[1]);
-		return tend_error_set(TEND_ERROR, "fork: %s", strerror(errno));
-	}
-	if (j->pid == 0) {
-		int in = e->stdin_fd >= 0 ? e->stdin_fd
-					  : open("/dev/null", O_RDONLY);
-		size_t nargs = 0;
+	size_t nargs = 0;
+	for (char *const *p = e->args; p && *p; p++)
+		nargs++;
+	char **argv = tend_xcalloc(nargs + 5, sizeof *argv);
+	argv[0] = (char *)"sh";
+	argv[1] = (char *)"-c";
+	argv[2] = (char *)e->cmd;
+	argv[3] = (char *)"tend";
+	for (size_t i = 0; i < nargs; i++)
+		argv[4 + i] = e->args[i];
+	char **env = job_env(e);
 
-		setpgid(0, 0);
-		if (in < 0 || dup2(in, 0) < 0 || dup2(e->stdout_fd, 1) < 0 ||
-		    dup2(pipefd[1], 2) < 0)
-			_exit(127);
-		if (e->cwd && chdir(e->cwd) != 0) {
-			dprintf(2, "cannot chdir to %s: %s\n", e->cwd,
-			    strerror(errno));
-			_exit(127);
-		}
-		for (char *const *p = e->env; p && *p; p++)
-			putenv(*p);
-		for (char *const *p = e->args; p && *p; p++)
-			nargs++;
-		char **argv = calloc(nargs + 5, sizeof *argv);
-		if (!argv)
-			_exit(127);
-		argv[0] = (char *)"sh";
-		argv[1] = (char *)"-c";
-		argv[2] = (char *)e->cmd;
-		argv[3] = (char *)"tend";
-		for (size_t i = 0; i < nargs; i++)
-			argv[4 + i] = e->args[i];
-		signal(SIGPIPE, SIG_DFL);
-		execve("/bin/sh", argv, environ);
-		dprintf(2, "exec /bin/sh: %s\n", strerror(errno));
-		_exit(127);
-	}
+	posix_spawn_file_actions_init(&fa);
+	if (e->stdin_fd >= 0)
+		posix_spawn_file_actions_adddup2(&fa, e->stdin_fd, 0);
+	else
+		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY,
+		    0);
+	posix_spawn_file_actions_adddup2(&fa, e->stdout_fd, 1);
+	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
+	if (e->cwd)
+		posix_spawn_file_actions_addchdir_np(&fa, e->cwd);
+	/* its own process group (a timeout kills the whole pipeline), no
+	 * blocked signal, SIGPIPE as a shell expects it */
+	posix_spawnattr_init(&at);
+	sigemptyset(&none);
+	sigemptyset(&def);
+	sigaddset(&def, SIGPIPE);
+	posix_spawnattr_setpgroup(&at, 0);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &def);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP |
+	    POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	rc = posix_spawn(&j->pid, "/bin/sh", &fa, &at, argv, env);
+	posix_spawnattr_destroy(&at);
+	posix_spawn_file_actions_destroy(&fa);
+	free(env);
+	free(argv);
 	close(pipefd[1]);
+	if (rc != 0) {
+		close(pipefd[0]);
+		if (e->cwd && (rc == ENOENT || rc == ENOTDIR || rc == EACCES) &&
+		    access(e->cwd, X_OK) != 0)
+			return tend_error_set(TEND_ERROR, "cannot chdir to %s: %s",
+			    e->cwd, strerror(rc));
+		return tend_error_set(TEND_ERROR, "cannot run /bin/sh: %s",
+		    strerror(rc));
+	}
 	j->errfd = pipefd[0];
 	j->deadline = e->timeout_ms ? mono_ms() + e->timeout_ms : 0;
 	return 0;

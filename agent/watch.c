@@ -1402,9 +1402,16 @@ take_lock(struct agent *a)
 	char pid[32], held[64];
 	int rc;
 
-	/* flock goes with the process: a dead agent's lock is free */
-	rc = tend_ws_flock(a->ws, "agent.pid", false, held, sizeof held,
-	    &a->lockfd);
+	/* flock goes with the process: a dead agent's lock is free, once
+	 * what it left in transit has gone (tend_ws_agent_pid) */
+	for (int tries = 0;; tries++) {
+		rc = tend_ws_flock(a->ws, "agent.pid", false, held,
+		    sizeof held, &a->lockfd);
+		if (rc != TEND_EEXISTS || tries == 200 || atoi(held) <= 0 ||
+		    kill(atoi(held), 0) == 0 || errno != ESRCH)
+			break;
+		usleep(10 * 1000);
+	}
 	if (rc == TEND_EEXISTS)
 		return tend_error_set(TEND_EEXISTS,
 		    "another agent (pid %d) runs for this workspace",
