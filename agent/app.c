@@ -256,6 +256,7 @@ tend_ws_open(struct tend_ws *ws)
 	if ((rc = tend_engine_open(&ws->eng, ws->state_dir, NULL)))
 		return rc;
 	tend_engine_set_resource(ws->eng, "workspace", ws->root);
+	tend_engine_set_resource(ws->eng, "state", ws->state_dir);
 	staging_setup(ws);
 	set_fsync(ws);
 	if ((rc = tend_fs_register(ws->eng)))

@@ -24,6 +24,7 @@
 #include <git2/sys/mempack.h>
 #include <git2/sys/odb_backend.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1017,7 +1018,12 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 			rc = TEND_ECONFLICT;
 			goto next;
 		}
-		if (rc)
+		if (rc == GIT_ELOCKED)
+			rc = tend_error_set(TEND_ERROR, "git: update %s: %s%s.lock "
+			    "exists: a git command holds it, or one was killed; "
+			    "delete it if none runs", ref,
+			    git_repository_commondir(repo), ref);
+		else if (rc)
 			rc = git_fail("update", ref);
 		/* tags kept on the synced commit follow it */
 		for (size_t off = 0; rc == 0 && off < spec->tagslen;) {
@@ -1081,6 +1087,100 @@ cmp_group(const void *x, const void *y)
 	return c;
 }
 
+/* ---- lock files left by a killed tend ----
+ *
+ * libgit2 moves a ref by writing REF.lock and renaming it over REF. A
+ * tend SIGKILLed in between leaves the lock, and every later update of
+ * that ref fails until someone deletes it. So before a group of ref
+ * updates, tend writes the lock files it may take to STATE/git-locks
+ * (its pid first) and removes that list when the group is done. The
+ * next tend finds the list of a dead pid and clears those lock files,
+ * each after waiting a second for a live git that may hold it to let
+ * go; a lock tend did not list (a live git, or one that died) is never
+ * broken: the update fails with libgit2's message.
+ */
+static char *
+locks_list_path(struct tend_context *ctx)
+{
+	const char *state = tend_context_get(ctx, "state");
+	struct tend_buf p = TEND_BUF_INIT;
+
+	if (!state)
+		return NULL;
+	tend_buf_printf(&p, "%s/git-locks", state);
+	return tend_buf_detach(&p, NULL);
+}
+
+static void
+locks_recover(const char *list)
+{
+	FILE *f = fopen(list, "re");
+	char line[4096];
+	long pid = 0;
+
+	if (!f)
+		return;
+	if (fgets(line, sizeof line, f))
+		pid = strtol(line, NULL, 10);
+	if (pid > 0 && pid != (long)getpid() &&
+	    kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+		while (fgets(line, sizeof line, f)) {
+			line[strcspn(line, "\n")] = '\0';
+			struct stat st;
+			int waited = 0;
+
+			while (lstat(line, &st) == 0 && waited < 50) {
+				usleep(20 * 1000);
+				waited++;
+			}
+			if (waited == 50 && unlink(line) == 0)
+				fprintf(stderr, "tend: removed %s, left by an "
+						"interrupted tend (pid %ld)\n",
+				    line, pid);
+		}
+		fclose(f);
+		unlink(list);
+		return;
+	}
+	fclose(f);
+	if (pid == (long)getpid())
+		unlink(list);
+}
+
+/* the group's ref, packed-refs, and every tag it may move or delete */
+static void
+locks_note(const char *list, git_repository *repo, struct git_action **acts,
+    size_t n)
+{
+	const char *dir = git_repository_commondir(repo);
+	struct tend_buf b = TEND_BUF_INIT;
+
+	tend_buf_printf(&b, "%ld\n%s%s.lock\n%spacked-refs.lock\n",
+	    (long)getpid(), dir, acts[0]->ref, dir);
+	for (size_t i = 0; i < n; i++) {
+		const struct spec *spec = &acts[i]->spec;
+
+		if (acts[i]->kind == A_TAG || acts[i]->kind == A_UNTAG)
+			tend_buf_printf(&b, "%srefs/tags/%s.lock\n", dir,
+			    acts[i]->path);
+		if (i > 0 && spec->tagslen == acts[i - 1]->spec.tagslen &&
+		    (!spec->tagslen || !memcmp(spec->tags,
+			acts[i - 1]->spec.tags, spec->tagslen)))
+			continue;
+		for (size_t off = 0; off < spec->tagslen;) {
+			tend_buf_printf(&b, "%srefs/tags/%s.lock\n", dir,
+			    spec->tags + off);
+			off += strlen(spec->tags + off) + 1;
+		}
+	}
+	int fd = open(list, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		(void)!write(fd, b.ptr, b.len);
+		close(fd);
+	}
+	tend_buf_release(&b);
+}
+
 static void
 apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
     size_t *idx, struct tend_apply_result *results)
@@ -1091,6 +1191,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	struct packer pk;
 	bool use_pack = false;
 	struct tend_buf path = TEND_BUF_INIT;
+	char *locks = NULL;
 	int rc;
 
 	if (!ups)
@@ -1102,6 +1203,10 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	rc = open_repo(ctx, acts[0]->repo, &repo);
 	if (rc)
 		goto out;
+	if ((locks = locks_list_path(ctx))) {
+		locks_recover(locks);
+		locks_note(locks, repo, acts, n);
+	}
 	/* containers first: open (and wipe), or drop */
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct git_action *a = acts[i];
@@ -1237,6 +1342,9 @@ out:
 	free(ups);
 	tend_buf_release(&path);
 	git_repository_free(repo);
+	if (locks)
+		unlink(locks); /* every lock we took is gone with its update */
+	free(locks);
 }
 
 static void *const *group_actions;

@@ -57,4 +57,25 @@ cp a.saved src/c.md; cp a.saved src/a.md
 run sync -q; expect_rc 0 "sync after a restore under two names"
 expect_file out/c.md A; expect_file gen/c.md gen:A
 converged "after a restore under two names"
+
+# a tend killed inside libgit2's ref update leaves refs/heads/pages.lock:
+# the kill comes at the update (the lock files it may take are listed by
+# then), the lock file stands for libgit2's half-done write. The next
+# sync clears it and commits; a lock tend did not list is never broken.
+printf 'A2\n' > src/a.md
+TEND_FAILPOINTS='git-ref-update=kill' "$TEND" sync >/dev/null 2>&1
+[ $? = 137 ] || fail "the git-ref-update failpoint should kill the sync"
+: > repo.git/refs/heads/pages.lock
+run sync; expect_rc 0 "sync after a kill that left the ref's lock"
+expect_in "$ERR" "pages.lock, left by an interrupted tend" "the lock's removal is said"
+expect_gone repo.git/refs/heads/pages.lock
+[ "$(git -C repo.git show refs/heads/pages:a.md)" = A2 ] || fail "the commit after the lock"
+printf 'A3\n' > src/a.md
+: > repo.git/refs/heads/pages.lock
+run sync; expect_rc 1 "a foreign lock fails the git app"
+expect_in "$ERR" "pages.lock" "the foreign lock is named"
+[ -e repo.git/refs/heads/pages.lock ] || fail "a foreign lock was broken"
+rm repo.git/refs/heads/pages.lock
+run sync -q; expect_rc 0 "sync once the foreign lock is gone"
+[ "$(git -C repo.git show refs/heads/pages:a.md)" = A3 ] || fail "the commit after the foreign lock"
 finish
