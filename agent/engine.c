@@ -1238,6 +1238,7 @@ retry_deferred(struct tend_engine *eng, struct pass *pass)
 	size_t last = SIZE_MAX;
 	int rc = 0;
 
+	pass->retrying = true;
 	while (pass->ndeferred || pass->nkept) {
 		size_t n = pass->ndeferred, nk = pass->nkept, waiting = 0;
 		struct child_ref *list = pass->deferred;
@@ -1273,6 +1274,7 @@ retry_deferred(struct tend_engine *eng, struct pass *pass)
 		if ((rc = flush(eng, pass)))
 			break;
 	}
+	pass->retrying = false;
 	pass->stats.deferred += pass->ndeferred;
 	for (size_t i = 0; i < pass->nkept; i++)
 		pass->stats.deferred += pass->kept[i]->ndeferred;

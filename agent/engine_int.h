@@ -272,6 +272,7 @@ struct pass {
 	size_t nundo, cundo;
 	int status;
 	bool dropping;
+	bool retrying; /* retry_deferred: containers' deletes go now */
 	bool root_done;
 	struct wait *waits;
 	size_t nwaits, cwaits;

@@ -711,6 +711,19 @@ phase2(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *tsid,
 		return 0;
 	}
 	prov_gen(prov, &pid, &pschema);
+	if (it->container && prov->handler->ops->open_child &&
+	    !c->pass->retrying && !c->pass->preview) {
+		/* R22, R23: a container goes after its children, whatever the
+		 * batch and the sink order. With open_child its children are
+		 * deleted one by one, in this pass's batches: a container
+		 * deleted in an earlier batch would leave them to be dropped
+		 * untracked, and an rmdir run before their unlinks fails. So
+		 * its delete waits for the pass's retries. (Without
+		 * open_child the container's delete is what removes them,
+		 * and they wait for it.) */
+		c->ndeferred++;
+		return 0;
+	}
 	if (ipid != pid) {
 		/* R10: stale generation (destructive change): prune */
 		struct plan *p = plan_new(c);

@@ -527,6 +527,41 @@ s31b_drop_in_fresh_process(void **state)
 	assert_int_equal(fx_count(F, ""), 0);
 }
 
+/* The connectors' way (fs, git): containers offer open_child, and a
+ * container's delete removes only the container (rmdir). A drop spread
+ * over several batches deletes every child, each before its container:
+ * none is dropped untracked when the container went in an earlier batch,
+ * and the container is not left behind by a delete run too early. */
+static void
+drop_over_batches_with_open_child(void **state)
+{
+	F->w.open_child = true;
+	fixture_restart(F);
+	ASSERT_OK(fx_run(F, D1 " C(c1) { D1/a=1 } C(c2) { D1/b=2 } "
+			    "C(c3) { D1/c=3 } C(c4) { D1/d=4 } C(c5) { D1/e=5 } "
+			    "C(c6) { D1/f=6 } C(c7) { D1/g=7 }"));
+	ASSERT_WORLD(F, "D1=v1 D1/a=1 D1/b=2 D1/c=3 D1/d=4 D1/e=5 D1/f=6 "
+			"D1/g=7");
+	fixture_restart(F);
+	tend_engine_set_batch(F->eng, 2);
+	ASSERT_OK(fx_drop(F));
+	ASSERT_WORLD(F, "");
+	assert_int_equal(fx_count(F, ""), 0);
+}
+
+/* The same when the container is deleted with its users in one batch. */
+static void
+drop_in_one_batch_with_open_child(void **state)
+{
+	F->w.open_child = true;
+	fixture_restart(F);
+	ASSERT_OK(fx_run(F, D1 " C(c1) { D1/a=1 } C(c2) { D1/b=2 } "
+			    "C(c3) { D1/c=3 }"));
+	ASSERT_OK(fx_drop(F));
+	ASSERT_WORLD(F, "");
+	assert_int_equal(fx_count(F, ""), 0);
+}
+
 /* ---- ownership transfer (32-40) ---- */
 
 static void
@@ -923,6 +958,8 @@ main(void)
 		T(s30_gc_failure_then_redeclare),
 		T(s31_drop),
 		T(s31b_drop_in_fresh_process),
+		T(drop_over_batches_with_open_child),
+		T(drop_in_one_batch_with_open_child),
 		T(s32_basic_transfer),
 		T(s33_strict_preempt),
 		T(s34_transfer_then_undeclare),

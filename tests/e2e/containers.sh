@@ -97,4 +97,20 @@ run drop b c; expect_rc 0 "drop b and c"
 expect_gone shared/c.json; expect_file shared/a-x 1; expect_file shared/stranger mine
 run drop a; expect_rc 0 "drop a again"
 expect_gone shared/a-x; expect_file shared/stranger mine
+
+# a drop bigger than one batch (4,096 components): every entry is deleted
+# before its directory, none is left on disk untracked, the directory
+# tend created goes too, and a stranger in it keeps it
+mkdir -p big/src; cd big
+i=0; while [ $i -lt 5000 ]; do echo $i > src/f$i; i=$((i+1)); done
+conf_site ""
+run sync -q; expect_rc 0 "sync of 5,000 files"
+run drop site; expect_rc 0 "drop of 5,000 files"
+[ ! -e out ] || fail "drop left $(find out -type f | wc -l) files in out/"
+run ls; [ -z "$OUT" ] || fail "drop left tracked states: $(echo "$OUT" | head -2)"
+run sync -q; expect_rc 0 "sync after the drop"
+echo mine > out/stranger
+run drop site; expect_rc 0 "drop beside a stranger"
+[ "$(ls out)" = stranger ] || fail "drop beside a stranger left: $(ls out | head -3)"
+cd ..
 finish

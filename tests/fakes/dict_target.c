@@ -219,7 +219,7 @@ dict_nacts(const struct dict_world *w, const char *path)
 
 /* ---- handler ---- */
 
-static const struct tend_handler_ops dict_ops;
+static const struct tend_handler_ops dict_ops, dict_oc_ops;
 
 static struct tend_handler *
 handler_new(struct dict_world *w, const char *prefix, bool container,
@@ -227,7 +227,7 @@ handler_new(struct dict_world *w, const char *prefix, bool container,
 {
 	struct dict_handler *h = tend_xcalloc(1, sizeof *h);
 
-	tend_handler_init(&h->base, &dict_ops);
+	tend_handler_init(&h->base, w->open_child ? &dict_oc_ops : &dict_ops);
 	h->w = w;
 	h->prefix = tend_xstrdup(prefix);
 	h->container = container;
@@ -375,6 +375,28 @@ static const struct tend_handler_ops dict_ops = {
 	.destroy = dict_destroy,
 };
 
+/* the child handler of container `key` from its record alone */
+static struct tend_handler *
+dict_open_child(struct tend_handler *base, const struct tend_key *key,
+    const struct tend_bytes *record)
+{
+	struct dict_handler *h = (struct dict_handler *)(void *)base;
+
+	if (!h->container || key->kind != TEND_KEY_STR)
+		return NULL;
+	return dict_preview_child(base, key, NULL, 0);
+}
+
+static const struct tend_handler_ops dict_oc_ops = {
+	.abi = TEND_TARGET_ABI,
+	.kind = "dict",
+	.reconcile = dict_reconcile,
+	.attachments = dict_attachments,
+	.preview_child = dict_preview_child,
+	.open_child = dict_open_child,
+	.destroy = dict_destroy,
+};
+
 static void
 dict_apply(struct tend_sink *sink, struct tend_context *ctx,
     void *const *actions, size_t n, struct tend_apply_result *results)
@@ -422,10 +444,16 @@ dict_apply(struct tend_sink *sink, struct tend_context *ctx,
 		}
 		case A_RMDIR: {
 			struct tend_buf p = TEND_BUF_INIT;
+			bool children = false;
 
-			world_del(w, a->path);
 			tend_buf_printf(&p, "%s/", a->path);
-			world_del_prefix(w, p.ptr);
+			for (size_t k = 0; w->open_child && k < w->n; k++)
+				if (strncmp(w->keys[k], p.ptr, p.len) == 0)
+					children = true;
+			if (!children) {
+				world_del(w, a->path);
+				world_del_prefix(w, p.ptr);
+			}
 			tend_buf_release(&p);
 			break;
 		}

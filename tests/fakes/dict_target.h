@@ -48,6 +48,10 @@ struct dict_world {
 	 * it or after: for crash tests */
 	unsigned crash_at;
 	bool crash_after_write;
+	/* containers offer open_child (as the fs and git connectors do),
+	 * and a container's delete removes only the container, like rmdir:
+	 * children still in the world keep it there */
+	bool open_child;
 	/* mirror the world in files under this directory */
 	char *dir;
 	struct tend_sink sink;
