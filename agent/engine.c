@@ -598,6 +598,55 @@ add_dep(struct tend_comp *c, struct tend_provider *p)
 	c->deps[c->ndeps++] = (struct dep){p->id, p->gen_id, p->gen_schema};
 }
 
+/* R25: the provider generations a component's subtree declared into are
+ * memo dependencies of every memoised ancestor too, through its memo
+ * hits as well: a lossy or destructive change of a container then
+ * re-runs the parent whose child declares into it. */
+static void
+deps_up(struct tend_comp *parent, const struct dep *deps, size_t n)
+{
+	/* only a chain with a memo to write collects them (the root of a
+	 * big app is not memoised, and would otherwise gather them all) */
+	if (!parent || !parent->memo_chain)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		size_t j = 0;
+
+		while (j < parent->ndeps &&
+		    !tend_fp_equal(&parent->deps[j].id, &deps[i].id))
+			j++;
+		if (j < parent->ndeps)
+			continue; /* the first generation seen stays */
+		if (parent->ndeps == parent->cdeps) {
+			parent->cdeps = parent->cdeps ? parent->cdeps * 2 : 4;
+			parent->deps = tend_xrealloc(parent->deps,
+			    parent->cdeps * sizeof *parent->deps);
+		}
+		parent->deps[parent->ndeps++] = deps[i];
+	}
+}
+
+/* the dependencies stored in a valid memo (memo_valid checked them) */
+static void
+memo_deps_up(struct tend_comp *parent, const struct tend_bytes *v)
+{
+	const uint8_t *p = v->data;
+	uint32_t n = (uint32_t)p[33] | (uint32_t)p[34] << 8 |
+	    (uint32_t)p[35] << 16 | (uint32_t)p[36] << 24;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *d = p + 37 + (size_t)i * 32;
+		struct dep dep = {0};
+
+		memcpy(dep.id.b, d, 16);
+		for (int k = 0; k < 8; k++) {
+			dep.gen_id |= (uint64_t)d[16 + k] << (8 * k);
+			dep.gen_schema |= (uint64_t)d[24 + k] << (8 * k);
+		}
+		deps_up(parent, &dep, 1);
+	}
+}
+
 static int
 declare(struct tend_comp *c, struct tend_provider *p,
     const struct tend_key *key, const void *value, size_t len,
@@ -1368,6 +1417,7 @@ mount_common(struct tend_comp *parent, const struct tend_key *path,
 			c->processor = opts->processor;
 		c->memoize = opts->memo;
 	}
+	c->memo_chain = c->memoize || parent->memo_chain;
 	c->status_out = &status;
 	if (c->memoize) {
 		struct tend_txn *txn = NULL;
@@ -1379,6 +1429,7 @@ mount_common(struct tend_comp *parent, const struct tend_key *path,
 		}
 		rc = tend_store_get(txn, TEND_T_MEMO, c->cid.b, 16, &v);
 		if (rc == 0 && !pass->full && memo_valid(eng, &v, &c->mopts)) {
+			memo_deps_up(parent, &v);
 			tend_store_read_end(txn);
 			pass->stats.unchanged++;
 			comp_free(c);
@@ -1390,6 +1441,7 @@ mount_common(struct tend_comp *parent, const struct tend_key *path,
 	}
 	tend_error_clear();
 	rc = fn(c, arg);
+	deps_up(parent, c->deps, c->ndeps);
 	if (rc) {
 		c->failed = true;
 		c->error = tend_xstrdup(tend_error_last()[0] ? tend_error_last()

@@ -177,6 +177,7 @@ struct tend_comp {
 	enum comp_mode mode;
 	struct tend_mount_opts mopts;
 	bool memoize;
+	bool memo_chain; /* it or an ancestor is memoised */
 	bool memo_delete;
 	bool failed;	    /* the body failed */
 	bool child_failed;  /* a mounted child failed */

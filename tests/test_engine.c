@@ -419,6 +419,36 @@ s23_memoized_child_declarer_and_invalidation(void **state)
 	ASSERT_REC(F, "D1/a", "", true, true);
 }
 
+/* 24: the provider is captured by a child, not passed: the generation
+ * the child declared into is a memo dependency of the memoised parent,
+ * through a memo hit of a mid -> leaf chain too */
+static void
+s24_captured_provider_invalidates_memo(void **state)
+{
+	ASSERT_OK(fx_run(F, "#D1=l:v1 M(P,x) { C(c) { D1/a=1 } }"));
+	ASSERT_OK(fx_run(F, "#D1=l:v1 M(P,x) { C(c) { D1/a=1 } }"));
+	assert_int_equal(F->stats.unchanged, 1);
+	ASSERT_OK(fx_run(F, "#D1=l:v2 M(P,x) { C(c) { D1/a=1 } }"));
+	ASSERT_REC(F, "D1/a", "1", true, true);
+	ASSERT_OK(fx_run(F, "#D1=l:v2 M(P,x) { C(c) { D1/a=1 } }"));
+	assert_int_equal(F->stats.unchanged, 1);
+	assert_null(dict_rec(&F->w, "D1/a"));
+}
+
+static void
+s24b_mid_leaf_chain(void **state)
+{
+	ASSERT_OK(fx_run(F, "#D1=l:v1 M(mid,x) { M(leaf,y) { D1/a=1 } }"));
+	/* mid re-runs, leaf is a memo hit */
+	ASSERT_OK(fx_run(F, "#D1=l:v1 M(mid,x2) { M(leaf,y) { D1/a=1 } }"));
+	assert_int_equal(F->stats.unchanged, 1);
+	assert_null(dict_rec(&F->w, "D1/a"));
+	/* a lossy change re-runs both */
+	ASSERT_OK(fx_run(F, "#D1=l:v2 M(mid,x2) { M(leaf,y) { D1/a=1 } }"));
+	ASSERT_REC(F, "D1/a", "1", true, true);
+	assert_int_equal(F->stats.unchanged, 0);
+}
+
 static void
 s25_directory_to_component_transition(void **state)
 {
@@ -950,6 +980,8 @@ main(void)
 		T(s21_destructive_plus_data_change),
 		T(s22_failed_container_creation),
 		T(s23_memoized_child_declarer_and_invalidation),
+		T(s24_captured_provider_invalidates_memo),
+		T(s24b_mid_leaf_chain),
 		T(s25_directory_to_component_transition),
 		T(s26_per_item_components),
 		T(s27_source_deleted_deletes_its_outputs),
