@@ -1461,6 +1461,19 @@ declare_manifest(struct tend_comp *c, struct run *r)
 	return rc;
 }
 
+/* Components per write batch: one batch for a git target (one commit
+ * per pass), else the engine's 4,096, or TEND_BATCH (the tests' way to
+ * cross batch boundaries with a small tree). */
+static size_t
+app_batch(const struct tend_app_config *app)
+{
+	const char *e = getenv("TEND_BATCH");
+
+	if (app->target == TEND_TARGET_GIT)
+		return SIZE_MAX;
+	return e && atoi(e) > 0 ? (size_t)atoi(e) : 0;
+}
+
 /* A source item's memoized component: full and incremental passes mount
  * it the same way. */
 static int
@@ -2009,8 +2022,7 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
 	current_run = &r;
 	/* a git target makes one commit per pass: one batch */
-	tend_engine_set_batch(ws->eng,
-	    app->target == TEND_TARGET_GIT ? SIZE_MAX : 0);
+	tend_engine_set_batch(ws->eng, app_batch(app));
 	rc = tend_engine_run(ws->eng, app->name, root_body, &r, &po,
 	    &res->stats);
 	current_run = NULL;
@@ -2349,8 +2361,7 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	struct partial pa = {&r};
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
 	current_run = &r;
-	tend_engine_set_batch(ws->eng,
-	    app->target == TEND_TARGET_GIT ? SIZE_MAX : 0);
+	tend_engine_set_batch(ws->eng, app_batch(app));
 	if (app->declare == TEND_DECLARE_EXEC) {
 		uint64_t gid, gsc;
 

@@ -56,6 +56,18 @@ GEN = """c=$(cat)
 case "$c" in FAIL*) echo "gen: $TEND_PATH asks to fail" >&2; exit 3;; esac
 printf 'gen:%s\\n' "$c"
 """
+# an exec writing several entries under $TEND_OUT: "a" always, "b" when
+# the source has an even number of lines (entries come and go)
+MULTI = """n=0 c=
+while IFS= read -r l || [ -n "$l" ]; do n=$((n + 1)); c="$c$l
+"; done
+case "$c" in FAIL*) echo "multi: $TEND_PATH asks to fail" >&2; exit 3;; esac
+d="$TEND_OUT/$TEND_PATH.d"
+mkdir -p "$d"
+printf 'a:%s' "$c" > "$d/a"
+[ $((n % 2)) = 0 ] && printf 'b\\n' > "$d/b"
+exit 0
+"""
 
 
 class Failed(Exception):
@@ -75,7 +87,7 @@ class Torture:
         self.durations = [0.05]
         self.stats = {"iterations": 0, "killed": 0, "finished": 0,
                       "by_timer": 0, "by_failpoint": 0, "full": 0,
-                      "deferred": 0, "locks": 0}
+                      "deferred": 0, "locks": 0, "drops": 0}
         self.env = dict(os.environ, GIT_AUTHOR_NAME="t",
                         GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                         GIT_COMMITTER_EMAIL="t@t")
@@ -84,6 +96,10 @@ class Torture:
         os.makedirs(os.path.join(self.ws, "tools"))
         with open(os.path.join(self.ws, "tools", "gen.sh"), "w") as f:
             f.write(GEN)
+        with open(os.path.join(self.ws, "tools", "multi.sh"), "w") as f:
+            f.write(MULTI)
+        self.graveyard = []  # (path, content) of deleted sources
+        self.dropped = None  # the app whose drop was killed
         subprocess.run(["git", "init", "-q", "--bare", "repo.git"],
                        cwd=self.ws, check=True)
         self.nfiles = a.files
@@ -109,6 +125,11 @@ class Torture:
 \tsource = src
 \tdeclare = exec sh ../tools/gen.sh
 \ttarget = dir:gen
+\tmax-delete = 1000000
+[app "multi"]
+\tsource = src
+\tdeclare = exec sh ../tools/multi.sh
+\ttarget = dir:multi
 \tmax-delete = 1000000
 [app "pages"]
 \tsource = src
@@ -161,8 +182,10 @@ class Torture:
             fs = self.files()
             op = r.choice(["create", "create", "modify", "modify", "delete",
                            "rename", "rename_dir", "fail", "unfail", "chmod",
-                           "stray"])
-            if op != "create" and op != "stray" and len(fs) < 20:
+                           "stray", "restore", "restore"])
+            if op == "restore" and not self.graveyard:
+                op = "delete"
+            if op not in ("create", "stray", "restore") and len(fs) < 20:
                 op = "create"
             if op == "create" and len(fs) > 2 * self.nfiles:
                 op = "delete"  # keep the tree near its size
@@ -174,7 +197,19 @@ class Torture:
                 with open(p, "a") as fh:
                     fh.write(self.text())
             elif op == "delete":
+                self.graveyard.append((f, open(p).read()))
+                self.graveyard = self.graveyard[-40:]
                 os.unlink(p)
+            elif op == "restore":
+                # the same bytes back: under the same name (a deleted
+                # entry's pending delete must not hide it), or another
+                rel, data = self.graveyard.pop(r.randrange(len(self.graveyard)))
+                if r.random() < 0.4 or os.path.exists(
+                        os.path.join(self.src, rel)):
+                    rel = os.path.join(r.choice(self.dirs()),
+                                       "r%d.txt" % r.randrange(100000))
+                if not os.path.exists(os.path.join(self.src, rel)):
+                    self.put(rel, data)
             elif op == "rename":
                 d = r.choice(self.dirs())
                 dst = os.path.join(self.src, d, "r%d.txt" % r.randrange(100000))
@@ -235,7 +270,12 @@ class Torture:
     def killed_run(self):
         r = self.rng
         args = ["sync", "--allow-delete"]
-        if r.random() < 0.2:
+        if r.random() < 0.1:
+            # a drop killed halfway: converge() runs it again
+            self.dropped = r.choice(["site", "gen", "multi", "pages"])
+            args = ["drop", self.dropped]
+            self.stats["drops"] += 1
+        elif r.random() < 0.2:
             args.append("--full")
             self.stats["full"] += 1
         env = dict(self.env)
@@ -357,7 +397,37 @@ class Torture:
                             (name, rel, m, mode))
         return have
 
+    def redrop(self):
+        """The killed drop, run again, must finish: nothing of the app is
+        tracked or left in its target (but strays)."""
+        app, self.dropped = self.dropped, None
+        rc, out, err = self.tend_run("drop", app)
+        self.expect(rc == 0, "drop %s again: exit %d: %s" % (app, rc, err[-300:]))
+        rc, out, err = self.tend_run("ls", "--json", app)
+        left = [s["path"] for s in json.loads(out)["states"]]
+        self.expect(not left, "drop %s again left tracked %s" % (app, left[:5]))
+        if app == "pages":
+            ls = subprocess.run(["git", "-C", "repo.git", "ls-tree", "-r",
+                                 "--name-only", "refs/heads/pages", "site/"],
+                                cwd=self.ws, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
+            left = ls.stdout.decode().split()
+        else:
+            root = os.path.join(self.ws, {"site": "out"}.get(app, app))
+            left = []
+            for dp, _, names in os.walk(root):
+                for n in names:
+                    rel = os.path.relpath(os.path.join(dp, n), root)
+                    if not (app == "site" and n.startswith("stray-")):
+                        left.append(rel)
+        self.expect(not left, "drop %s again left %s" % (app, left[:5]))
+        if app == "site" and not self.nstray:
+            self.expect(not os.path.exists(os.path.join(self.ws, "out")),
+                        "drop site left out/")
+
     def converge(self, it):
+        if self.dropped:
+            self.redrop()
         t0 = time.time()
         rc, out, err = self.tend_run("sync", "--allow-delete", "--full"
                                      if it % 10 == 0 else "--allow-delete")
@@ -369,12 +439,13 @@ class Torture:
         errs = [l for l in err.splitlines() if l.strip()]
         # a kill inside libgit2's ref update leaves the ref's lock,
         # which the next tend clears and says so
-        bad = [l for l in errs if not (l.startswith("tend: gen: ") and
-               ("asks to fail" in l or "more entries failed" in l))
-               and not (l.startswith("tend: removed ") and
-                        "left by an interrupted tend" in l)]
-        self.stats["locks"] += len(errs) - len(bad) - sum(
-            1 for l in errs if l.startswith("tend: gen: "))
+        expected = [l for l in errs if l.startswith(("tend: gen: ",
+                    "tend: multi: ")) and ("asks to fail" in l or
+                                           "more entries failed" in l)]
+        locks = [l for l in errs if l.startswith("tend: removed ") and
+                 "left by an interrupted tend" in l]
+        bad = [l for l in errs if l not in expected and l not in locks]
+        self.stats["locks"] += len(locks)
         self.expect(not bad, "clean sync: unexpected errors: %s" % bad[:5])
         self.expect(rc == (1 if failing else 0),
                     "clean sync: exit %d (%d failing sources): %s" %
@@ -393,6 +464,22 @@ class Torture:
         have = self.check_dir("gen", want)
         extra = [h for h in have if h not in srcs]
         self.expect(not extra, "gen: entries of deleted sources %s" % extra[:5])
+        # multi: f.d/a always, f.d/b for an even number of lines
+        want = {}
+        for f, d in srcs.items():
+            if f in failing:
+                continue
+            lines = d.split(b"\n")
+            if lines[-1] == b"":
+                lines.pop()
+            want[f + ".d/a"] = (b"a:" + b"".join(l + b"\n" for l in lines),
+                                None)
+            if len(lines) % 2 == 0:
+                want[f + ".d/b"] = (b"b\n", None)
+        have = self.check_dir("multi", want)
+        extra = [h for h in have if h not in want and
+                 h[:-4] not in failing]
+        self.expect(not extra, "multi: undeclared entries %s" % extra[:5])
         # git: the tree under site/, blob ids and modes
         ls = subprocess.run(["git", "-C", "repo.git", "ls-tree", "-r",
                              "refs/heads/pages"], cwd=self.ws,
@@ -442,9 +529,16 @@ class Torture:
                                "refs/heads/pages"], cwd=self.ws,
                               stdout=subprocess.PIPE).stdout
         self.expect(tip == tip2, "a second clean pass made a commit")
+        rc, out, err = self.tend_run("plan")
+        self.expect(rc == (1 if failing else 0) and "No changes" in out,
+                    "plan after converging: exit %d: %s %s" %
+                    (rc, out[-400:], err[-200:]))
 
     def run(self, iterations):
         for it in range(1, iterations + 1):
+            # a third of the time, batches of a few components: kills
+            # and container deletes cross batch boundaries
+            self.env["TEND_BATCH"] = self.rng.choice(["", "", "32"])
             if self.agent:
                 ops = self.killed_agent()
             else:
@@ -486,11 +580,12 @@ def main():
         if a.agent else ""
     print("torture%s: seed %d, %d iterations converged, tend killed %d "
           "times (%d by timer, %d at a failpoint%s), %d runs finished "
-          "before the kill, %d --full, %d ref locks left and cleared, "
-          "%.1f s" %
+          "before the kill, %d --full, %d drops, %d ref locks left and "
+          "cleared, %.1f s" %
           (" --agent" if a.agent else "", a.seed, s["iterations"],
            s["killed"], s["by_timer"], s["by_failpoint"], deferred,
-           s["finished"], s["full"], s["locks"], time.time() - t0))
+           s["finished"], s["full"], s["drops"], s["locks"],
+           time.time() - t0))
     if ok or not a.keep:
         shutil.rmtree(t.ws, ignore_errors=True)
     else:
