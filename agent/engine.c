@@ -901,6 +901,31 @@ run_sinks(struct tend_engine *eng, struct batch *b)
 }
 
 /* After T2: resolve child providers, forget deleted containers. */
+/* A container action that succeeded without returning its child
+ * handler failed: found before the commit, so that the commit keeps the
+ * pending records and writes no memo (a failure found after it came too
+ * late for both). In a preview, a container without preview_child is
+ * only not looked into. */
+static void
+no_child(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
+{
+	for (size_t i = 0; i < c->nplans; i++) {
+		struct plan *p = &c->plans[i];
+
+		if (p->kind != PLAN_ACTION || !p->item.container ||
+		    p->status != 0 || p->is_delete || p->child)
+			continue;
+		struct tend_provider *cp = p->decl ? p->decl->child
+			: tend_registry_get(&eng->reg, &p->tsid);
+		if (!cp || (pass->preview && cp->handler))
+			continue;
+		p->status = TEND_ERROR;
+		free(p->error);
+		p->error = tend_xstrdup("container sink returned no child "
+					"handler");
+	}
+}
+
 static void
 fulfil(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 {
@@ -933,17 +958,8 @@ fulfil(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 		cp->gen_id = p->item.gen_id;
 		cp->gen_schema = p->item.gen_schema;
 		cp->seen_pass = pass->id;
-		if (!p->child) {
-			/* the engine resolves what it can, and says why not */
-			if (cp->handler == NULL || !pass->preview) {
-				p->status = TEND_ERROR;
-				free(p->error);
-				p->error = tend_xstrdup(
-				    "container sink returned no child handler");
-				c->any_failed = true;
-			}
-			continue;
-		}
+		if (!p->child)
+			continue; /* failed before the commit: no_child() */
 		tend_provider_resolve(cp, p->child);
 		p->child = NULL;
 		for (size_t j = 0; j < cp->natt; j++)
@@ -1209,6 +1225,8 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 	}
 	if (!pass->preview)
 		run_sinks(eng, b);
+	for (size_t i = 0; i < b->n; i++)
+		no_child(eng, pass, b->comps[i]);
 	if ((rc = tend_store_write_settle(eng->st, commit_body, b)))
 		return rc;
 	for (size_t i = 0; i < b->n; i++) {

@@ -819,6 +819,24 @@ memo_withheld_when_a_child_sink_fails(void **state)
 	ASSERT_WORLD(F, "a=2");
 }
 
+/* A container sink that returns no child handler failed the action
+ * before the commit: the records stay pending, no memo is written, and
+ * the next pass (with a working connector) applies it again. */
+static void
+container_without_child_handler_fails_before_commit(void **state)
+{
+	F->w.no_child = true;
+	assert_int_not_equal(fx_run(F, "M(P,x) { %D1=n:v1 }"), 0);
+	F->w.no_child = false;
+	ASSERT_LACKS(F, "memo /app/P");
+	ASSERT_HAS(F, "item /app/P /@dicts/D1 [D,v1] container");
+	ASSERT_OK(fx_run(F, "M(P,x) { %D1=n:v1 }"));
+	assert_int_equal(F->stats.unchanged, 0);
+	ASSERT_HAS(F, "item /app/P /@dicts/D1 [v1] container");
+	ASSERT_OK(fx_run(F, "M(P,x) { %D1=n:v1 }"));
+	assert_int_equal(F->stats.unchanged, 1);
+}
+
 static void
 s48_full_reprocess(void **state)
 {
@@ -1010,6 +1028,7 @@ main(void)
 		T(s46_memo_hit_keeps_states_and_delete_works),
 		T(memo_gone_before_a_failed_delete),
 		T(memo_withheld_when_a_child_sink_fails),
+		T(container_without_child_handler_fails_before_commit),
 		T(s48_full_reprocess),
 		T(s60_background_child_failure),
 		T(s61_use_mount_child_failure),

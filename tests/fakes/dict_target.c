@@ -434,7 +434,7 @@ dict_apply(struct tend_sink *sink, struct tend_context *ctx,
 
 			world_put(w, a->path, a->value);
 			tend_buf_printf(&p, "%s/", a->path);
-			if (!fail)
+			if (!fail && !w->no_child)
 				results[i].child = handler_new(w, p.ptr, false,
 				    true);
 			if (a->inval == TEND_INVALIDATE_DESTRUCTIVE)

@@ -52,6 +52,9 @@ struct dict_world {
 	 * and a container's delete removes only the container, like rmdir:
 	 * children still in the world keep it there */
 	bool open_child;
+	/* a broken connector: a container's sink succeeds without returning
+	 * the child handler */
+	bool no_child;
 	/* mirror the world in files under this directory */
 	char *dir;
 	struct tend_sink sink;
