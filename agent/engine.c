@@ -1005,6 +1005,7 @@ defer(struct pass *pass, struct tend_comp *c)
 	pass->deferred_parent[pass->ndeferred] =
 	    c->has_parent ? c->parent_cid : (struct tend_fp){{0}};
 	pass->ndeferred++;
+	cidset_add(&pass->deferred_ids, &c->cid);
 }
 
 static struct tend_comp *
@@ -1146,6 +1147,7 @@ schedule_gc(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 			return;
 		}
 		if (c->failed || c->any_failed) {
+			cidset_add(&pass->failed_deletes, &c->cid);
 			delete_finished(eng, pass, c->waiter, false);
 			return;
 		}
@@ -1175,6 +1177,13 @@ schedule_gc(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 		 * failed one waits for the next pass, not a second try */
 		if (waiter < 0 && tend_cidset_has(&pass->gone, &g->cid))
 			continue;
+		/* its delete failed in this pass: the next pass retries it;
+		 * or it waits for the retries already: they run it, once */
+		if (tend_cidset_has(&pass->failed_deletes, &g->cid) ||
+		    tend_cidset_has(&pass->deferred_ids, &g->cid)) {
+			delete_finished(eng, pass, waiter, false);
+			continue;
+		}
 		struct tend_comp *d = delete_comp(eng, pass, &c->cid, true,
 		    g->path, g->len);
 
@@ -1225,8 +1234,19 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 	}
 	if (!pass->preview)
 		run_sinks(eng, b);
-	for (size_t i = 0; i < b->n; i++)
-		no_child(eng, pass, b->comps[i]);
+	for (size_t i = 0; i < b->n; i++) {
+		struct tend_comp *c = b->comps[i];
+
+		no_child(eng, pass, c);
+		/* a child that could not be deleted keeps its container */
+		for (size_t j = 0; j < c->nplans; j++) {
+			struct plan *p = &c->plans[j];
+
+			if (p->kind == PLAN_ACTION && p->is_delete &&
+			    p->status != 0 && p->prov && !p->prov->root)
+				cidset_add(&pass->blocked, &p->prov->id);
+		}
+	}
 	if ((rc = tend_store_write_settle(eng->st, commit_body, b)))
 		return rc;
 	for (size_t i = 0; i < b->n; i++) {
@@ -1647,6 +1667,9 @@ pass_end(struct tend_engine *eng, struct pass *pass, int rc,
 	free(pass->deferred_parent);
 	free(pass->built.tab);
 	free(pass->gone.tab);
+	free(pass->blocked.tab);
+	free(pass->failed_deletes.tab);
+	free(pass->deferred_ids.tab);
 	for (size_t i = 0; i < pass->nwaits; i++)
 		free(pass->waits[i].path);
 	free(pass->waits);
@@ -1788,11 +1811,16 @@ tend_engine_drop(struct tend_engine *eng, const char *app,
 	for (int round = 0; round < 16 && rc == 0 && !pass.root_done;
 	     round++) {
 		uint64_t before = pass.stats.deleted + pass.stats.applied;
+		uint64_t failed = pass.stats.failed + pass.stats.errors;
 
 		enqueue(&pass, delete_comp(eng, &pass, NULL, false,
 		    (const uint8_t *)path.ptr, path.len));
 		if ((rc = flush(eng, &pass)) == 0)
 			rc = retry_deferred(eng, &pass);
+		/* a failure is not retried in the same drop: it would fail
+		 * again and count twice; the next drop tries it */
+		if (pass.stats.failed + pass.stats.errors != failed)
+			break;
 		if (round > 0 &&
 		    pass.stats.deleted + pass.stats.applied == before)
 			break;

@@ -266,6 +266,11 @@ struct pass {
 	size_t nqueue, cqueue;
 	struct cidset built;
 	struct cidset gone; /* deleted by mount_gone: not by the gc again */
+	/* containers (provider ids) a child's delete failed in: theirs
+	 * waits for the next pass */
+	struct cidset blocked;
+	struct cidset failed_deletes; /* components: not again this pass */
+	struct cidset deferred_ids;   /* ever in `deferred` this pass */
 	struct child_ref *deferred; /* delete comps to retry: (cid, path) */
 	struct tend_fp *deferred_parent;
 	size_t ndeferred, cdeferred;

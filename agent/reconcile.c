@@ -712,15 +712,17 @@ phase2(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *tsid,
 	}
 	prov_gen(prov, &pid, &pschema);
 	if (it->container && prov->handler->ops->open_child &&
-	    !c->pass->retrying && !c->pass->preview) {
+	    !c->pass->preview && (!c->pass->retrying ||
+	    tend_cidset_has(&c->pass->blocked, tsid))) {
 		/* R22, R23: a container goes after its children, whatever the
 		 * batch and the sink order. With open_child its children are
 		 * deleted one by one, in this pass's batches: a container
 		 * deleted in an earlier batch would leave them to be dropped
 		 * untracked, and an rmdir run before their unlinks fails. So
-		 * its delete waits for the pass's retries. (Without
-		 * open_child the container's delete is what removes them,
-		 * and they wait for it.) */
+		 * its delete waits for the pass's retries, and for the next
+		 * pass if a child's delete failed. (Without open_child the
+		 * container's delete is what removes them, and they wait
+		 * for it.) */
 		c->ndeferred++;
 		return 0;
 	}

@@ -587,6 +587,31 @@ drop_in_one_batch_with_open_child(void **state)
 	fixture_restart(F);
 	ASSERT_OK(fx_run(F, D1 " C(c1) { D1/a=1 } C(c2) { D1/b=2 } "
 			    "C(c3) { D1/c=3 }"));
+	dict_clear_logs(&F->w);
+	ASSERT_OK(fx_drop(F));
+	ASSERT_WORLD(F, "");
+	assert_int_equal(dict_nacts(&F->w, "D1"), 1); /* deleted once */
+	assert_int_equal(F->stats.applied, 4);
+	assert_int_equal(fx_count(F, ""), 0);
+}
+
+/* A drop goes round while rounds make progress; an action that failed
+ * is not tried again in the same drop (the next drop retries it). */
+static void
+drop_tries_a_failing_delete_once(void **state)
+{
+	F->w.open_child = true;
+	fixture_restart(F);
+	ASSERT_OK(fx_run(F, D1 " C(c1) { D1/a=1 } C(c2) { D1/b=2 }"));
+	F->w.fail_key = strdup("D1/a");
+	F->w.fail_after_write = true;
+	dict_clear_logs(&F->w);
+	assert_int_not_equal(fx_drop(F), 0);
+	assert_int_equal(dict_nacts(&F->w, "D1/a"), 1);
+	assert_int_equal(F->stats.failed, 1);
+	free(F->w.fail_key);
+	F->w.fail_key = NULL;
+	F->w.fail_after_write = false;
 	ASSERT_OK(fx_drop(F));
 	ASSERT_WORLD(F, "");
 	assert_int_equal(fx_count(F, ""), 0);
@@ -837,6 +862,69 @@ container_without_child_handler_fails_before_commit(void **state)
 	assert_int_equal(F->stats.unchanged, 1);
 }
 
+/* A failing delete is tried once per pass, whichever way it is found
+ * (the component's own commit, the GC of its tombstone, the retries),
+ * and again on the next pass. */
+static void
+failing_delete_tried_once_per_pass(void **state)
+{
+	ASSERT_OK(fx_run(F, "r=0 C(C1) { a=1 } C(C2) { U(s) { " "#D1=n:v1" " } "
+			    "D1/b=2 }"));
+	F->w.fail_key = strdup("a");
+	F->w.fail_after_write = true;
+	dict_clear_logs(&F->w);
+	assert_int_not_equal(fx_run(F, "r=0"), 0);
+	assert_int_equal(dict_nacts(&F->w, "a"), 1);
+	assert_int_equal(dict_nacts(&F->w, "D1"), 1);
+	dict_clear_logs(&F->w);
+	assert_int_not_equal(fx_run(F, "r=0"), 0);
+	assert_int_equal(dict_nacts(&F->w, "a"), 1);
+	free(F->w.fail_key);
+	F->w.fail_key = NULL;
+	F->w.fail_after_write = false;
+	ASSERT_OK(fx_run(F, "r=0"));
+	ASSERT_WORLD(F, "r=0");
+	assert_int_equal(fx_count(F, "tomb "), 0);
+}
+
+static void
+failing_child_delete_tried_once_per_pass_open_child(void **state)
+{
+	F->w.open_child = true;
+	fixture_restart(F);
+	ASSERT_OK(fx_run(F, D1 " C(C1) { D1/a=1 } C(C2) { D1/b=2 }"));
+	F->w.fail_key = strdup("D1/a");
+	F->w.fail_after_write = true;
+	dict_clear_logs(&F->w);
+	assert_int_not_equal(fx_run(F, ""), 0);
+	assert_int_equal(dict_nacts(&F->w, "D1/a"), 1);
+	assert_int_equal(dict_nacts(&F->w, "D1/b"), 1);
+	free(F->w.fail_key);
+	F->w.fail_key = NULL;
+	F->w.fail_after_write = false;
+	ASSERT_OK(fx_run(F, ""));
+	ASSERT_WORLD(F, "");
+	assert_int_equal(fx_count(F, ""), 1); /* comp /app */
+}
+
+/* A child's delete fails (nothing written) while its container goes:
+ * the container must wait for it, not leave it behind untracked. */
+static void
+container_waits_for_a_failed_child_delete(void **state)
+{
+	F->w.open_child = true;
+	fixture_restart(F);
+	ASSERT_OK(fx_run(F, D1 " C(C1) { D1/a=1 } C(C2) { D1/b=2 }"));
+	F->w.fail_key = strdup("D1/a");
+	assert_int_not_equal(fx_run(F, ""), 0);
+	ASSERT_WORLD(F, "D1=v1 D1/a=1");
+	free(F->w.fail_key);
+	F->w.fail_key = NULL;
+	ASSERT_OK(fx_run(F, ""));
+	ASSERT_WORLD(F, "");
+	assert_int_equal(fx_count(F, ""), 1); /* comp /app */
+}
+
 static void
 s48_full_reprocess(void **state)
 {
@@ -1010,6 +1098,7 @@ main(void)
 		T(s31b_drop_in_fresh_process),
 		T(drop_over_batches_with_open_child),
 		T(drop_in_one_batch_with_open_child),
+		T(drop_tries_a_failing_delete_once),
 		T(s32_basic_transfer),
 		T(s33_strict_preempt),
 		T(s34_transfer_then_undeclare),
@@ -1029,6 +1118,9 @@ main(void)
 		T(memo_gone_before_a_failed_delete),
 		T(memo_withheld_when_a_child_sink_fails),
 		T(container_without_child_handler_fails_before_commit),
+		T(failing_delete_tried_once_per_pass),
+		T(failing_child_delete_tried_once_per_pass_open_child),
+		T(container_waits_for_a_failed_child_delete),
 		T(s48_full_reprocess),
 		T(s60_background_child_failure),
 		T(s61_use_mount_child_failure),
