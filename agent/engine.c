@@ -1163,6 +1163,8 @@ schedule_gc(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 		/* its undeclared items wait for a container's fate, decided
 		 * later in this pass (its delete): run phase 2 again then */
 		c->keep = true;
+		c->status_out = NULL; /* retried after its mount returned */
+		c->failed_before = c->any_failed;
 		if (pass->nkept == pass->ckept) {
 			pass->ckept = pass->ckept ? pass->ckept * 2 : 8;
 			pass->kept = tend_xrealloc(pass->kept,
@@ -1456,7 +1458,9 @@ mount_common(struct tend_comp *parent, const struct tend_key *path,
 		c->memoize = opts->memo;
 	}
 	c->memo_chain = c->memoize || parent->memo_chain;
-	c->status_out = &status;
+	/* only a use mount is committed before we return: the others are
+	 * flushed later, when `status` is gone */
+	c->status_out = use ? &status : NULL;
 	if (c->memoize) {
 		struct tend_txn *txn = NULL;
 		struct tend_bytes v;

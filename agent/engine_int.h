@@ -206,6 +206,7 @@ struct tend_comp {
 	int waiter;	 /* delete: index of the parent waiting for us, -1 */
 	bool keep;	 /* build with deferred items: retried at pass end */
 	bool retry;	 /* this run is such a retry: not counted again */
+	bool failed_before; /* an action failed in the run before the retry */
 	bool done;
 	int *status_out; /* use_mount: the outcome, after commit */
 };

@@ -765,6 +765,9 @@ cmp_fp(const struct tend_fp *a, const struct tend_fp *b)
 	return memcmp(a->b, b->b, 16);
 }
 
+/* The retry of a kept component (c->retry) walks its undeclared items
+ * only: its declared ones were applied, or failed, in its first run, and
+ * are not tried again in the same pass. */
 static int
 merge_walk(struct tend_txn *txn, struct tend_comp *c)
 {
@@ -788,7 +791,7 @@ merge_walk(struct tend_txn *txn, struct tend_comp *c)
 		memcpy(tsid.b, k.data + 16, 16);
 		ipid = item_key_pid(k.data);
 		while (j < c->ndecls && cmp_fp(&c->decls[j].tsid, &tsid) < 0) {
-			if (!matched &&
+			if (!matched && !c->retry &&
 			    (rc = phase1(txn, c, &c->decls[j], NULL)))
 				goto out;
 			j++;
@@ -802,7 +805,10 @@ merge_walk(struct tend_txn *txn, struct tend_comp *c)
 			prov_gen(c->decls[j].prov, &pid, &pschema);
 			if (pid == ipid && !matched) {
 				matched = true;
-				rc = phase1(txn, c, &c->decls[j], &item);
+				rc = c->retry ? 0
+					      : phase1(txn, c, &c->decls[j], &item);
+			} else if (c->retry) {
+				rc = 0;
 			} else {
 				/* declared again under a new generation:
 				 * the old entry is stale (R10) */
@@ -823,7 +829,7 @@ merge_walk(struct tend_txn *txn, struct tend_comp *c)
 		rc = more;
 		goto out;
 	}
-	for (; j < c->ndecls; j++, matched = false)
+	for (; j < c->ndecls && !c->retry; j++, matched = false)
 		if (!matched && (rc = phase1(txn, c, &c->decls[j], NULL)))
 			goto out;
 	rc = 0;
@@ -879,7 +885,13 @@ tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c)
 	struct header h;
 	int rc;
 
-	/* re-runnable: forget a previous attempt (map full) */
+	/* re-runnable: forget a previous attempt (map full, or the retry
+	 * of a kept component) */
+	for (size_t i = 0; i < c->nplans; i++) {
+		free(c->plans[i].error);
+		if (c->plans[i].child)
+			c->plans[i].child->ops->destroy(c->plans[i].child);
+	}
 	c->nplans = 0;
 	c->ndeferred = 0;
 	if (c->in_preflight)
@@ -1253,7 +1265,7 @@ tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
 			return rc;
 	}
 	if (c->memoize && !c->child_failed && c->ndeferred == 0 &&
-	    (rc = put_memo(txn, c)))
+	    !c->failed_before && (rc = put_memo(txn, c)))
 		return rc;
 	/* items left deferred: not memoised up the chain either (a retry
 	 * at the pass's end has outlived its parent, which saw this) */

@@ -925,6 +925,25 @@ container_waits_for_a_failed_child_delete(void **state)
 	assert_int_equal(fx_count(F, ""), 1); /* comp /app */
 }
 
+/* A component kept for the pass's retries (an undeclared item waits for
+ * its container's fate) whose action failed: the retry plans again and
+ * must not leak the failed plan's error (ASan's leak check), and the
+ * failure is still reported. */
+static void
+kept_component_with_a_failed_action(void **state)
+{
+	ASSERT_OK(fx_run(F, "U(s) { " D1 " } M(C1,x) { D1/x=1 a=1 }"));
+	F->w.fail_key = strdup("a");
+	assert_int_not_equal(fx_run(F, "M(C1,y) { a=2 }"), 0);
+	assert_int_equal(F->stats.failed, 1);
+	ASSERT_LACKS(F, "memo /app/C1"); /* not written by the retry */
+	free(F->w.fail_key);
+	F->w.fail_key = NULL;
+	ASSERT_OK(fx_run(F, "M(C1,y) { a=2 }"));
+	assert_int_equal(F->stats.unchanged, 0);
+	ASSERT_WORLD(F, "a=2");
+}
+
 static void
 s48_full_reprocess(void **state)
 {
@@ -1121,6 +1140,7 @@ main(void)
 		T(failing_delete_tried_once_per_pass),
 		T(failing_child_delete_tried_once_per_pass_open_child),
 		T(container_waits_for_a_failed_child_delete),
+		T(kept_component_with_a_failed_action),
 		T(s48_full_reprocess),
 		T(s60_background_child_failure),
 		T(s61_use_mount_child_failure),
