@@ -758,6 +758,8 @@ s42_attachment_provider_is_idempotent(void **state)
 	ASSERT_WORLD(F, "D1=v1 D1/@items/a=1 D1/@items/b=2");
 	assert_int_not_equal(fx_run(F, D1 " D1@nope/a=1"), 0);
 	assert_non_null(strstr(tend_error_last(), "failed"));
+	if (!strstr(F->comp_error, "does not support attachment type nope"))
+		fail_msg("component error: %s", F->comp_error);
 }
 
 static void
@@ -944,6 +946,49 @@ kept_component_with_a_failed_action(void **state)
 	ASSERT_WORLD(F, "a=2");
 }
 
+/* A component whose mount path changes (another parent) is a new
+ * component: the old one's existence rows and states all go, the state
+ * moves to the new one, and nothing is left under the old parent. */
+static void
+moved_component_leaves_no_existence_row(void **state)
+{
+	ASSERT_OK(fx_run(F, "C(P) { C(x) { a=1 } } C(Q) { b=1 }"));
+	ASSERT_HAS(F, "cex /app/P/x");
+	ASSERT_OK(fx_run(F, "C(P) { } C(Q) { C(x) { a=1 } b=1 }"));
+	ASSERT_WORLD(F, "a=1 b=1");
+	ASSERT_LACKS(F, "cex /app/P/x");
+	ASSERT_LACKS(F, "comp /app/P/x");
+	ASSERT_HAS(F, "cex /app/Q/x");
+	ASSERT_HAS(F, "owner /@dict/a -> /app/Q/x");
+	assert_int_equal(fx_count(F, "tomb "), 0);
+	/* and under a memoised parent that moves it away */
+	ASSERT_OK(fx_run(F, "M(P,1) { C(y) { c=1 } } C(Q) { C(x) { a=1 } b=1 }"));
+	ASSERT_OK(fx_run(F, "M(P,2) { } C(Q) { C(x) { a=1 } C(y) { c=1 } b=1 }"));
+	ASSERT_WORLD(F, "a=1 b=1 c=1");
+	ASSERT_LACKS(F, "cex /app/P/y");
+	ASSERT_LACKS(F, "comp /app/P/y");
+	assert_int_equal(fx_count(F, "tomb "), 0);
+}
+
+/* 47: a change of the logic fingerprint (the declaration's code, tend's
+ * declare line) re-runs; so does a component run without a memo in
+ * between (its action dropped the memo) once memoised again. */
+static void
+s47_code_change(void **state)
+{
+	ASSERT_OK(fx_run(F, "M(i,v1) { a=1 }"));
+	ASSERT_OK(fx_run(F, "M(i,v1,logic-v2) { a=2 }"));
+	ASSERT_REC(F, "a", "1", false, true);
+	ASSERT_WORLD(F, "a=2");
+	ASSERT_OK(fx_run(F, "M(i,v1,logic-v2) { a=9 }"));
+	assert_int_equal(F->stats.unchanged, 1);
+	ASSERT_OK(fx_run(F, "C(i) { a=3 }")); /* memo off */
+	ASSERT_WORLD(F, "a=3");
+	ASSERT_OK(fx_run(F, "M(i,v1,logic-v2) { a=2 }")); /* and on again */
+	assert_int_equal(F->stats.unchanged, 0);
+	ASSERT_WORLD(F, "a=2");
+}
+
 static void
 s48_full_reprocess(void **state)
 {
@@ -965,6 +1010,16 @@ s60_background_child_failure(void **state)
 	ASSERT_WORLD(F, "b=2 r=0");
 	assert_int_equal(F->stats.errors, 1);
 	assert_int_equal(F->ncomp_err_ev, 1);
+	/* the parent's memo is withheld: the same input runs it again */
+	assert_int_not_equal(fx_run(F, "M(P,x) { r=0 C(C1) { a=1 ! } "
+					"C(C2) { b=2 } }"), 0);
+	ASSERT_LACKS(F, "memo /app/P");
+	assert_int_not_equal(fx_run(F, "M(P,x) { r=0 C(C1) { a=1 ! } "
+					"C(C2) { b=2 } }"), 0);
+	assert_int_equal(F->stats.unchanged, 0);
+	ASSERT_OK(fx_run(F, "M(P,x) { r=0 C(C1) { a=1 } C(C2) { b=2 } }"));
+	ASSERT_WORLD(F, "a=1 b=2 r=0");
+	ASSERT_HAS(F, "memo /app/P");
 }
 
 static void
@@ -1134,6 +1189,7 @@ main(void)
 		T(s44_component_memo_skip),
 		T(s45_memo_invalidated_by_failed_start),
 		T(s46_memo_hit_keeps_states_and_delete_works),
+		T(s47_code_change),
 		T(memo_gone_before_a_failed_delete),
 		T(memo_withheld_when_a_child_sink_fails),
 		T(container_without_child_handler_fails_before_commit),
@@ -1141,6 +1197,7 @@ main(void)
 		T(failing_child_delete_tried_once_per_pass_open_child),
 		T(container_waits_for_a_failed_child_delete),
 		T(kept_component_with_a_failed_action),
+		T(moved_component_leaves_no_existence_row),
 		T(s48_full_reprocess),
 		T(s60_background_child_failure),
 		T(s61_use_mount_child_failure),

@@ -32,6 +32,8 @@ on_event(const struct tend_event *ev, void *arg)
 		break;
 	case TEND_EV_COMPONENT_ERROR:
 		f->ncomp_err_ev++;
+		snprintf(f->comp_error, sizeof f->comp_error, "%s",
+		    ev->error ? ev->error : "");
 		break;
 	default:
 		break;
@@ -145,7 +147,7 @@ stmt_mount(struct script *s, size_t *i, struct tend_comp *c)
 	char *t = s->tok[*i];
 	char kind = t[0];
 	char *open = strchr(t, '('), *close = strchr(t, ')');
-	char name[128], fp[128] = "";
+	char name[128], fp[128] = "", logic[128] = "logic-v1";
 	struct script inner = *s;
 	struct tend_mount_opts o = {0};
 
@@ -155,6 +157,11 @@ stmt_mount(struct script *s, size_t *i, struct tend_comp *c)
 	if (comma) {
 		snprintf(fp, sizeof fp, "%s", comma + 1);
 		*comma = '\0';
+		char *c2 = strchr(fp, ',');
+		if (c2) { /* M(name,fp,logic) */
+			snprintf(logic, sizeof logic, "%s", c2 + 1);
+			*c2 = '\0';
+		}
 	}
 	assert(strcmp(s->tok[*i + 1], "{") == 0);
 	size_t end = match_brace(s->tok, *i + 1, s->end);
@@ -165,7 +172,7 @@ stmt_mount(struct script *s, size_t *i, struct tend_comp *c)
 	if (kind == 'M') {
 		o.memo = true;
 		o.input_fp = tend_fp_str(fp);
-		o.logic_fp = tend_fp_str("logic-v1");
+		o.logic_fp = tend_fp_str(logic);
 	}
 	o.processor = "proc";
 	if (kind == 'U')
@@ -252,6 +259,7 @@ reset_run(struct fixture *f)
 	free(f->world);
 	f->dump = f->world = NULL;
 	f->nplanned_ev = f->napplied_ev = f->nfailed_ev = f->ncomp_err_ev = 0;
+	f->comp_error[0] = '\0';
 	dict_clear_logs(&f->w);
 	f->w.counter = 0;
 }

@@ -10,6 +10,8 @@
  *   C(name) { ... }   mount a child component running the inner script
  *   U(name) { ... }   use_mount
  *   M(name,fp) { ... } memoized mount; input fingerprint of "fp"
+ *   M(name,fp,lg) { ... } the same with logic fingerprint "lg" (default
+ *                     "logic-v1")
  *   !                 the body fails here
  */
 #ifndef TEND_TEST_SCENARIO_H
@@ -33,6 +35,7 @@ struct fixture {
 	size_t ncont;
 	/* events seen */
 	unsigned nplanned_ev, napplied_ev, nfailed_ev, ncomp_err_ev;
+	char comp_error[512]; /* the last component error's message */
 };
 
 struct fixture *fixture_new(void);
