@@ -997,6 +997,8 @@ defer(struct pass *pass, struct tend_comp *c)
 		    pass->cdeferred * sizeof *pass->deferred);
 		pass->deferred_parent = tend_xrealloc(pass->deferred_parent,
 		    pass->cdeferred * sizeof *pass->deferred_parent);
+		pass->deferred_waiter = tend_xrealloc(pass->deferred_waiter,
+		    pass->cdeferred * sizeof *pass->deferred_waiter);
 	}
 	pass->deferred[pass->ndeferred].cid = c->cid;
 	pass->deferred[pass->ndeferred].path =
@@ -1004,6 +1006,7 @@ defer(struct pass *pass, struct tend_comp *c)
 	pass->deferred[pass->ndeferred].len = c->path.len;
 	pass->deferred_parent[pass->ndeferred] =
 	    c->has_parent ? c->parent_cid : (struct tend_fp){{0}};
+	pass->deferred_waiter[pass->ndeferred] = c->waiter;
 	pass->ndeferred++;
 	cidset_add(&pass->deferred_ids, &c->cid);
 }
@@ -1152,9 +1155,10 @@ schedule_gc(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 			return;
 		}
 		if (c->ngc == 0) {
-			/* items wait for a provider: retried at the end */
+			/* items wait for a provider (or a container for its
+			 * children): retried at the end, and the parent waits
+			 * for that retry, which finishes it */
 			defer(pass, c);
-			delete_finished(eng, pass, c->waiter, false);
 			return;
 		}
 		waiter = wait_new(pass, c);
@@ -1332,6 +1336,7 @@ retry_deferred(struct tend_engine *eng, struct pass *pass)
 		size_t n = pass->ndeferred, nk = pass->nkept, waiting = 0;
 		struct child_ref *list = pass->deferred;
 		struct tend_fp *parents = pass->deferred_parent;
+		int *waiters = pass->deferred_waiter;
 		struct tend_comp **kept = pass->kept;
 
 		for (size_t i = 0; i < nk; i++)
@@ -1342,14 +1347,18 @@ retry_deferred(struct tend_engine *eng, struct pass *pass)
 		last = waiting;
 		pass->deferred = NULL;
 		pass->deferred_parent = NULL;
+		pass->deferred_waiter = NULL;
 		pass->ndeferred = pass->cdeferred = 0;
 		pass->kept = NULL;
 		pass->nkept = pass->ckept = 0;
 		for (size_t i = 0; i < n; i++) {
 			bool has_parent = !tend_fp_is_zero(&parents[i]);
 
-			enqueue(pass, delete_comp(eng, pass, &parents[i],
-			    has_parent, list[i].path, list[i].len));
+			struct tend_comp *d = delete_comp(eng, pass,
+			    &parents[i], has_parent, list[i].path, list[i].len);
+
+			d->waiter = waiters[i];
+			enqueue(pass, d);
 			free((void *)list[i].path);
 		}
 		for (size_t i = 0; i < nk; i++) {
@@ -1359,6 +1368,7 @@ retry_deferred(struct tend_engine *eng, struct pass *pass)
 		}
 		free(list);
 		free(parents);
+		free(waiters);
 		free(kept);
 		if ((rc = flush(eng, pass)))
 			break;
@@ -1374,8 +1384,10 @@ retry_deferred(struct tend_engine *eng, struct pass *pass)
 		free((void *)pass->deferred[i].path);
 	free(pass->deferred);
 	free(pass->deferred_parent);
+	free(pass->deferred_waiter);
 	pass->deferred = NULL;
 	pass->deferred_parent = NULL;
+	pass->deferred_waiter = NULL;
 	pass->ndeferred = pass->cdeferred = 0;
 	return rc;
 }
@@ -1669,6 +1681,7 @@ pass_end(struct tend_engine *eng, struct pass *pass, int rc,
 		free((void *)pass->deferred[i].path);
 	free(pass->deferred);
 	free(pass->deferred_parent);
+	free(pass->deferred_waiter);
 	free(pass->built.tab);
 	free(pass->gone.tab);
 	free(pass->blocked.tab);

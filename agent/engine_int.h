@@ -274,6 +274,7 @@ struct pass {
 	struct cidset deferred_ids;   /* ever in `deferred` this pass */
 	struct child_ref *deferred; /* delete comps to retry: (cid, path) */
 	struct tend_fp *deferred_parent;
+	int *deferred_waiter; /* their parents' waits, finished by the retry */
 	size_t ndeferred, cdeferred;
 	struct undo *undo;
 	size_t nundo, cundo;

@@ -28,6 +28,19 @@ setup(void **state)
 	return 0;
 }
 
+/* The same scenarios against containers the way the real connectors
+ * make them: open_child, and a delete that removes only the container */
+static int
+setup_open_child(void **state)
+{
+	struct fixture *f = fixture_new();
+
+	f->w.open_child = true;
+	fixture_restart(f);
+	*state = f;
+	return 0;
+}
+
 static int
 teardown(void **state)
 {
@@ -300,9 +313,11 @@ s16_container_removed_with_children(void **state)
 	ASSERT_WORLD(F, "D1=v1 D1/a=1 D1/b=2");
 	ASSERT_OK(fx_run(F, ""));
 	ASSERT_WORLD(F, "");
-	/* only the container is deleted: no per-child delete actions */
-	assert_int_equal(F->w.nacts, 1);
+	/* only the container is deleted: no per-child delete actions; with
+	 * open_child each child is deleted, then the container, last */
+	assert_int_equal(F->w.nacts, F->w.open_child ? 3 : 1);
 	assert_null(dict_act(&F->w, "D1")->value);
+	assert_string_equal(F->w.acts[F->w.nacts - 1].path, "D1");
 	assert_int_equal(fx_count(F, "owner "), 0);
 	assert_int_equal(fx_count(F, "item "), 0);
 	assert_int_equal(fx_count(F, "comp "), 1); /* just /app */
@@ -335,9 +350,10 @@ s17_container_removed_children_elsewhere(void **state)
 	ASSERT_WORLD(F, "D1=v1 D1/a=1 D2=v1 D2/b=2");
 	ASSERT_OK(fx_run(F, "U(setup) { #D2=n:v1 } C(D2) { D2/b=2 }"));
 	ASSERT_WORLD(F, "D2=v1 D2/b=2");
-	/* D2's sink runs every pass; of D1 only the container is deleted */
+	/* D2's sink runs every pass; of D1 only the container is deleted
+	 * (with open_child, its child first) */
 	assert_int_equal(dict_nacts(&F->w, "D1"), 1);
-	assert_int_equal(dict_nacts(&F->w, "D1/a"), 0);
+	assert_int_equal(dict_nacts(&F->w, "D1/a"), F->w.open_child ? 1 : 0);
 	ASSERT_LACKS(F, "owner /@dicts/D1/a -> /app/D1");
 	assert_int_equal(fx_count(F, "item /app/D1 "), 0);
 }
@@ -472,7 +488,7 @@ s26_per_item_components(void **state)
 	ASSERT_OK(fx_run(F, "C(D2) { U(setup) { #D2=n:v1 } D2/r=2 }"));
 	ASSERT_WORLD(F, "D2=v1 D2/r=2");
 	assert_int_equal(dict_nacts(&F->w, "D1"), 1);
-	assert_int_equal(dict_nacts(&F->w, "D1/r"), 0);
+	assert_int_equal(dict_nacts(&F->w, "D1/r"), F->w.open_child ? 1 : 0);
 	assert_int_equal(F->stats.deleted, 3); /* D1, setup, mount_target */
 	ASSERT_OK(fx_run(F, "C(D1) { U(setup) { #D1=n:v1 } D1/r=1 } "
 			    "C(D2) { U(setup) { #D2=n:v1 } D2/r=2 }"));
@@ -499,6 +515,8 @@ s28_partially_built_component(void **state)
 	ASSERT_WORLD(F, "D1=v1"); /* the container applied; p's own not */
 	ASSERT_OK(fx_run(F, ""));
 	ASSERT_WORLD(F, "");
+	if (fx_count(F, "comp ") != 1)
+		print_message("%s", fx_dump(F));
 	assert_int_equal(fx_count(F, "comp "), 1);
 }
 
@@ -511,7 +529,8 @@ s29_gc_failure_then_retry(void **state)
 	 * 1: an action failed) and keeps the tombstone for the retry */
 	assert_int_not_equal(fx_run(F, ""), 0);
 	assert_int_equal(F->stats.failed, 1);
-	ASSERT_WORLD(F, "D1=v1 D1/a=1");
+	/* with open_child the child went first, on its own */
+	ASSERT_WORLD(F, F->w.open_child ? "D1=v1" : "D1=v1 D1/a=1");
 	ASSERT_HAS(F, "tomb /app/dict");
 	free(F->w.fail_key);
 	F->w.fail_key = NULL;
@@ -738,7 +757,9 @@ s41_attachment_lifecycle(void **state)
 	ASSERT_WORLD(F, "D1=v1 D1/@items/b=2 D1/@items/c=3");
 	ASSERT_OK(fx_run(F, ""));
 	ASSERT_WORLD(F, "");
-	ASSERT_NACTS(F, 1); /* container delete only */
+	/* container delete only; with open_child its attachments first */
+	ASSERT_NACTS(F, F->w.open_child ? 3 : 1);
+	assert_string_equal(F->w.acts[F->w.nacts - 1].path, "D1");
 	assert_int_equal(fx_count(F, "item "), 0);
 }
 
@@ -1211,5 +1232,29 @@ main(void)
 		T(map_full_grows_and_retries),
 	};
 
-	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
+#define OC(fn) {#fn " (open_child)", fn, setup_open_child, teardown, NULL}
+	const struct CMUnitTest open_child_tests[] = {
+		OC(s13_container_and_children),
+		OC(s15_child_removed_in_existing_container),
+		OC(s16_container_removed_with_children),
+		OC(s17_container_removed_children_elsewhere),
+		OC(s18_container_recreated_after_removal),
+		OC(s19_lossy_change),
+		OC(s20_destructive_change),
+		OC(s21_destructive_plus_data_change),
+		OC(s25_directory_to_component_transition),
+		OC(s26_per_item_components),
+		OC(s27_source_deleted_deletes_its_outputs),
+		OC(s28_partially_built_component),
+		OC(s29_gc_failure_then_retry),
+		OC(s30_gc_failure_then_redeclare),
+		OC(s31_drop),
+		OC(s31b_drop_in_fresh_process),
+		OC(s41_attachment_lifecycle),
+		OC(s41b_orphaned_attachment_is_deleted),
+		OC(s71_drop_with_failure),
+	};
+	int failed = cmocka_run_group_tests_name("engine", tests, NULL, NULL);
+	return failed + cmocka_run_group_tests_name("engine, open_child",
+	    open_child_tests, NULL, NULL);
 }
