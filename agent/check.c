@@ -160,8 +160,9 @@ visit(struct tend_engine *eng, const char *app, bool check,
 				struct tend_key key;
 
 				if (si.pending) {
-					si.drift = "an interrupted apply: the "
-						   "next sync settles it";
+					si.drift = "a failed or interrupted "
+						   "apply: the next sync "
+						   "retries it";
 				} else if (h && h->ops->check &&
 				    tend_key_decode(&key, item.key, item.keylen,
 					NULL, &w.arena) == 0) {

@@ -598,6 +598,22 @@ add_dep(struct tend_comp *c, struct tend_provider *p)
 	c->deps[c->ndeps++] = (struct dep){p->id, p->gen_id, p->gen_schema};
 }
 
+/* The i-th provider dependency of a memo row (version 1: input fp, logic
+ * fp, count, then (id, gen_id, gen_schema) each) */
+static struct dep
+memo_dep(const uint8_t *memo, uint32_t i)
+{
+	const uint8_t *d = memo + 37 + (size_t)i * 32;
+	struct dep dep = {0};
+
+	memcpy(dep.id.b, d, 16);
+	for (int k = 0; k < 8; k++) {
+		dep.gen_id |= (uint64_t)d[16 + k] << (8 * k);
+		dep.gen_schema |= (uint64_t)d[24 + k] << (8 * k);
+	}
+	return dep;
+}
+
 /* R25: the provider generations a component's subtree declared into are
  * memo dependencies of every memoised ancestor too, through its memo
  * hits as well: a lossy or destructive change of a container then
@@ -635,14 +651,8 @@ memo_deps_up(struct tend_comp *parent, const struct tend_bytes *v)
 	    (uint32_t)p[35] << 16 | (uint32_t)p[36] << 24;
 
 	for (uint32_t i = 0; i < n; i++) {
-		const uint8_t *d = p + 37 + (size_t)i * 32;
-		struct dep dep = {0};
+		struct dep dep = memo_dep(p, i);
 
-		memcpy(dep.id.b, d, 16);
-		for (int k = 0; k < 8; k++) {
-			dep.gen_id |= (uint64_t)d[16 + k] << (8 * k);
-			dep.gen_schema |= (uint64_t)d[24 + k] << (8 * k);
-		}
 		deps_up(parent, &dep, 1);
 	}
 }
@@ -1408,19 +1418,11 @@ memo_valid(struct tend_engine *eng, const struct tend_bytes *v,
 	if (v->len != 37 + (size_t)n * 32)
 		return false;
 	for (uint32_t i = 0; i < n; i++) {
-		const uint8_t *d = p + 37 + (size_t)i * 32;
-		struct tend_fp id;
-		uint64_t gid = 0, gs = 0;
-
-		memcpy(id.b, d, 16);
-		for (int k = 0; k < 8; k++) {
-			gid |= (uint64_t)d[16 + k] << (8 * k);
-			gs |= (uint64_t)d[24 + k] << (8 * k);
-		}
-		struct tend_provider *prov = tend_registry_get(&eng->reg, &id);
+		struct dep d = memo_dep(p, i);
+		struct tend_provider *prov = tend_registry_get(&eng->reg, &d.id);
 		/* R25: an absent provider is not a mismatch */
 		if (prov && prov->handler &&
-		    (prov->gen_id != gid || prov->gen_schema != gs))
+		    (prov->gen_id != d.gen_id || prov->gen_schema != d.gen_schema))
 			return false;
 	}
 	return true;
