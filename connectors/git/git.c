@@ -869,6 +869,19 @@ pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
 	return rc;
 }
 
+static void locks_note(git_repository *repo, const char *ref,
+    const git_oid *oid);
+
+static void
+tag_note(git_repository *repo, const char *tag, const git_oid *oid)
+{
+	struct tend_buf full = TEND_BUF_INIT;
+
+	tend_buf_printf(&full, "refs/tags/%s", tag);
+	locks_note(repo, full.ptr, oid);
+	tend_buf_release(&full);
+}
+
 struct update {
 	git_tree_update u;
 	char *path;
@@ -1004,6 +1017,7 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 		if ((rc = packer_flush(pk, repo, &commit_id)))
 			goto next;
 		/* compare-and-swap: only if the ref is still our base */
+		locks_note(repo, ref, &commit_id);
 		if ((rc = injected("git-ref-update", "update", ref)))
 			goto next;
 		if (have_tip)
@@ -1031,6 +1045,7 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 			git_object *obj = NULL;
 			git_oid out;
 
+			tag_note(repo, tag, &commit_id);
 			if (git_object_lookup(&obj, repo, &commit_id,
 				GIT_OBJECT_COMMIT) == 0 &&
 			    git_tag_create_lightweight(&out, repo, tag, obj, 1))
@@ -1066,6 +1081,7 @@ set_tag(git_repository *repo, const char *ref, const char *name)
 		git_error_clear();
 		return 0; /* no commit yet: the first commit sets it */
 	}
+	tag_note(repo, name, &tip);
 	if ((rc = git_object_lookup(&obj, repo, &tip, GIT_OBJECT_COMMIT)) ||
 	    (rc = git_tag_create_lightweight(&out, repo, name, obj, 1)))
 		rc = git_fail("tag", name);
@@ -1089,16 +1105,21 @@ cmp_group(const void *x, const void *y)
 
 /* ---- lock files left by a killed tend ----
  *
- * libgit2 moves a ref by writing REF.lock and renaming it over REF. A
- * tend SIGKILLed in between leaves the lock, and every later update of
- * that ref fails until someone deletes it. So before a group of ref
- * updates, tend writes the lock files it may take to STATE/git-locks
- * (its pid first) and removes that list when the group is done. The
- * next tend finds the list of a dead pid and clears those lock files,
- * each after waiting a second for a live git that may hold it to let
- * go; a lock tend did not list (a live git, or one that died) is never
- * broken: the update fails with libgit2's message.
+ * libgit2 moves a ref by writing its new value into REF.lock and renaming
+ * that over REF. A tend SIGKILLed in between leaves the lock, and every
+ * later update of that ref fails until someone deletes it. So right
+ * before each ref write, tend appends "LOCK VALUE" to STATE/git-locks
+ * (under its pid, written when the group starts; removed when it ends):
+ * the lock file it is about to take and what it will write into it (a
+ * commit id, or "-" for a delete). The next tend finds the list of a dead
+ * pid, waits a second for each listed lock that exists (a live git lets
+ * go of a lock in that time), then clears it only if it holds what tend
+ * was writing, or nothing. A lock with anything else in it is another
+ * program's (say a git that took the ref after tend died, before tend's
+ * own lock): never broken; the update fails with an error naming it.
  */
+static char *locks_list; /* the group being applied: one at a time */
+
 static char *
 locks_list_path(struct tend_context *ctx)
 {
@@ -1109,6 +1130,25 @@ locks_list_path(struct tend_context *ctx)
 		return NULL;
 	tend_buf_printf(&p, "%s/git-locks", state);
 	return tend_buf_detach(&p, NULL);
+}
+
+/* Is the stale lock `path` what a tend was writing (`want`)? */
+static bool
+lock_is_ours(const char *path, const char *want)
+{
+	char buf[128];
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n < 0)
+		return false;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return n == 0 || (strcmp(want, "-") != 0 && strcmp(buf, want) == 0);
 }
 
 static void
@@ -1126,14 +1166,19 @@ locks_recover(const char *list)
 	    kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
 		while (fgets(line, sizeof line, f)) {
 			line[strcspn(line, "\n")] = '\0';
+			char *want = strrchr(line, ' ');
 			struct stat st;
 			int waited = 0;
 
+			if (!want)
+				continue;
+			*want++ = '\0';
 			while (lstat(line, &st) == 0 && waited < 50) {
 				usleep(20 * 1000);
 				waited++;
 			}
-			if (waited == 50 && unlink(line) == 0)
+			if (waited == 50 && S_ISREG(st.st_mode) &&
+			    lock_is_ours(line, want) && unlink(line) == 0)
 				fprintf(stderr, "tend: removed %s, left by an "
 						"interrupted tend (pid %ld)\n",
 				    line, pid);
@@ -1147,33 +1192,34 @@ locks_recover(const char *list)
 		unlink(list);
 }
 
-/* the group's ref, packed-refs, and every tag it may move or delete */
 static void
-locks_note(const char *list, git_repository *repo, struct git_action **acts,
-    size_t n)
+locks_begin(const char *list)
 {
-	const char *dir = git_repository_commondir(repo);
-	struct tend_buf b = TEND_BUF_INIT;
-
-	tend_buf_printf(&b, "%ld\n%s%s.lock\n%spacked-refs.lock\n",
-	    (long)getpid(), dir, acts[0]->ref, dir);
-	for (size_t i = 0; i < n; i++) {
-		const struct spec *spec = &acts[i]->spec;
-
-		if (acts[i]->kind == A_TAG || acts[i]->kind == A_UNTAG)
-			tend_buf_printf(&b, "%srefs/tags/%s.lock\n", dir,
-			    acts[i]->path);
-		if (i > 0 && spec->tagslen == acts[i - 1]->spec.tagslen &&
-		    (!spec->tagslen || !memcmp(spec->tags,
-			acts[i - 1]->spec.tags, spec->tagslen)))
-			continue;
-		for (size_t off = 0; off < spec->tagslen;) {
-			tend_buf_printf(&b, "%srefs/tags/%s.lock\n", dir,
-			    spec->tags + off);
-			off += strlen(spec->tags + off) + 1;
-		}
-	}
+	char pid[32];
 	int fd = open(list, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	if (fd >= 0) {
+		snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+		(void)!write(fd, pid, strlen(pid));
+		close(fd);
+	}
+}
+
+/* before a write of `ref` (a full name) that puts `oid` (NULL: a delete)
+ * into its lock file */
+static void
+locks_note(git_repository *repo, const char *ref, const git_oid *oid)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+	char hex[GIT_OID_HEXSZ + 1] = "-";
+
+	if (!locks_list)
+		return;
+	if (oid)
+		git_oid_tostr(hex, sizeof hex, oid);
+	tend_buf_printf(&b, "%s%s.lock %s\n", git_repository_commondir(repo),
+	    ref, hex);
+	int fd = open(locks_list, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (fd >= 0) {
 		(void)!write(fd, b.ptr, b.len);
 		close(fd);
@@ -1205,7 +1251,8 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		goto out;
 	if ((locks = locks_list_path(ctx))) {
 		locks_recover(locks);
-		locks_note(locks, repo, acts, n);
+		locks_begin(locks);
+		locks_list = locks;
 	}
 	/* containers first: open (and wipe), or drop */
 	for (size_t i = 0; i < n && rc == 0; i++) {
@@ -1320,6 +1367,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 
 			tend_buf_printf(&full, "refs/tags/%s", a->path);
 			if (git_reference_lookup(&t, repo, full.ptr) == 0) {
+				locks_note(repo, full.ptr, NULL);
 				if (git_reference_delete(t))
 					r = git_fail("delete tag", a->path);
 				git_reference_free(t);
@@ -1344,6 +1392,7 @@ out:
 	git_repository_free(repo);
 	if (locks)
 		unlink(locks); /* every lock we took is gone with its update */
+	locks_list = NULL;
 	free(locks);
 }
 

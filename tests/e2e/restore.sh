@@ -59,17 +59,36 @@ expect_file out/c.md A; expect_file gen/c.md gen:A
 converged "after a restore under two names"
 
 # a tend killed inside libgit2's ref update leaves refs/heads/pages.lock:
-# the kill comes at the update (the lock files it may take are listed by
-# then), the lock file stands for libgit2's half-done write. The next
-# sync clears it and commits; a lock tend did not list is never broken.
-printf 'A2\n' > src/a.md
-TEND_FAILPOINTS='git-ref-update=kill' "$TEND" sync >/dev/null 2>&1
-[ $? = 137 ] || fail "the git-ref-update failpoint should kill the sync"
-: > repo.git/refs/heads/pages.lock
-run sync; expect_rc 0 "sync after a kill that left the ref's lock"
-expect_in "$ERR" "pages.lock, left by an interrupted tend" "the lock's removal is said"
-expect_gone repo.git/refs/heads/pages.lock
-[ "$(git -C repo.git show refs/heads/pages:a.md)" = A2 ] || fail "the commit after the lock"
+# the kill comes at the update (the lock it takes and the commit it
+# writes are listed by then), the lock file stands for libgit2's
+# half-done write: empty, or with tend's commit in it. The next sync
+# clears it and commits. A lock with anything else in it is another
+# program's, even in a lock tend listed (a git that took the ref after
+# tend died): kept and named, never broken.
+for how in empty ours theirs; do
+	printf 'A2 %s\n' $how > src/a.md
+	TEND_FAILPOINTS='git-ref-update=kill' "$TEND" sync >/dev/null 2>&1
+	[ $? = 137 ] || fail "$how: the git-ref-update failpoint should kill the sync"
+	listed=$(sed -n 's|.*/refs/heads/pages.lock ||p' .tend/git-locks)
+	case $how in
+	empty) : > repo.git/refs/heads/pages.lock ;;
+	ours) echo "$listed" > repo.git/refs/heads/pages.lock ;;
+	theirs) git -C repo.git rev-parse refs/heads/pages > repo.git/refs/heads/pages.lock ;;
+	esac
+	run sync
+	if [ $how = theirs ]; then
+		expect_rc 1 "theirs: a git's lock in a listed path fails the app"
+		expect_in "$ERR" "pages.lock exists" "theirs: the lock is named"
+		[ -e repo.git/refs/heads/pages.lock ] || fail "theirs: another program's lock was broken"
+		rm repo.git/refs/heads/pages.lock
+		run sync -q; expect_rc 0 "theirs: sync once the lock is gone"
+	else
+		expect_rc 0 "$how: sync after a kill that left the ref's lock"
+		expect_in "$ERR" "pages.lock, left by an interrupted tend" "$how: the lock's removal is said"
+	fi
+	expect_gone repo.git/refs/heads/pages.lock
+	[ "$(git -C repo.git show refs/heads/pages:a.md)" = "A2 $how" ] || fail "$how: the commit after the lock"
+done
 printf 'A3\n' > src/a.md
 : > repo.git/refs/heads/pages.lock
 run sync; expect_rc 1 "a foreign lock fails the git app"
