@@ -910,7 +910,6 @@ run_sinks(struct tend_engine *eng, struct batch *b)
 	free(g);
 }
 
-/* After T2: resolve child providers, forget deleted containers. */
 /* A container action that succeeded without returning its child
  * handler failed: found before the commit, so that the commit keeps the
  * pending records and writes no memo (a failure found after it came too
@@ -936,6 +935,7 @@ no_child(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 	}
 }
 
+/* After T2: resolve child providers, forget deleted containers. */
 static void
 fulfil(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 {
