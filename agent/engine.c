@@ -600,6 +600,13 @@ add_dep(struct tend_comp *c, struct tend_provider *p)
 
 /* The i-th provider dependency of a memo row (version 1: input fp, logic
  * fp, count, then (id, gen_id, gen_schema) each) */
+static uint32_t
+memo_ndeps(const uint8_t *memo)
+{
+	return (uint32_t)memo[33] | (uint32_t)memo[34] << 8 |
+	    (uint32_t)memo[35] << 16 | (uint32_t)memo[36] << 24;
+}
+
 static struct dep
 memo_dep(const uint8_t *memo, uint32_t i)
 {
@@ -647,8 +654,7 @@ static void
 memo_deps_up(struct tend_comp *parent, const struct tend_bytes *v)
 {
 	const uint8_t *p = v->data;
-	uint32_t n = (uint32_t)p[33] | (uint32_t)p[34] << 8 |
-	    (uint32_t)p[35] << 16 | (uint32_t)p[36] << 24;
+	uint32_t n = memo_ndeps(p);
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct dep dep = memo_dep(p, i);
@@ -1413,8 +1419,7 @@ memo_valid(struct tend_engine *eng, const struct tend_bytes *v,
 	if (v->len < 37 || p[0] != 1 || memcmp(p + 1, o->input_fp.b, 16) ||
 	    memcmp(p + 17, o->logic_fp.b, 16))
 		return false;
-	uint32_t n = (uint32_t)p[33] | (uint32_t)p[34] << 8 |
-	    (uint32_t)p[35] << 16 | (uint32_t)p[36] << 24;
+	uint32_t n = memo_ndeps(p);
 	if (v->len != 37 + (size_t)n * 32)
 		return false;
 	for (uint32_t i = 0; i < n; i++) {
