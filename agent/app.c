@@ -246,6 +246,9 @@ staging_setup(struct tend_ws *ws)
 	tend_engine_set_resource(ws->eng, "staging", ws->staging);
 }
 
+static const struct tend_component_hooks comp_hooks;
+static tend_event_fn on_conflict;
+
 int
 tend_ws_open(struct tend_ws *ws)
 {
@@ -255,6 +258,9 @@ tend_ws_open(struct tend_ws *ws)
 		return 0;
 	if ((rc = tend_engine_open(&ws->eng, ws->state_dir, NULL)))
 		return rc;
+	tend_engine_set_component_hooks(ws->eng, &comp_hooks, ws);
+	tend_engine_subscribe(ws->eng, TEND_EV_MASK(TEND_EV_COMPONENT_ERROR),
+	    on_conflict, ws);
 	tend_engine_set_resource(ws->eng, "workspace", ws->root);
 	tend_engine_set_resource(ws->eng, "state", ws->state_dir);
 	staging_setup(ws);
@@ -381,6 +387,13 @@ tend_ws_close(struct tend_ws *ws)
 			dlclose(ws->plugins[i].dl);
 	}
 	free(ws->plugins);
+	for (size_t i = 0; i < ws->nconflicts; i++) {
+		for (size_t k = 0; k < ws->conflicts[i].n; k++)
+			free(ws->conflicts[i].rels[k]);
+		free(ws->conflicts[i].rels);
+		free(ws->conflicts[i].app);
+	}
+	free(ws->conflicts);
 	for (size_t i = 0; i < ws->nold_dls; i++)
 		dlclose(ws->old_dls[i]);
 	free(ws->old_dls);
@@ -660,6 +673,8 @@ struct run {
 	struct tend_provider *target;
 	struct plugin *plugin;
 	struct item *cur;    /* the item whose declaration runs now */
+	char **conflicted;   /* items that conflicted in this pass */
+	size_t nconflicted;
 };
 
 /* For tend_plugin_entry(): passes run on one thread, one at a time. */
@@ -1660,6 +1675,110 @@ find_item(struct run *r, const char *component)
 	    cmp_rel_str);
 }
 
+/* ---- conflicts (engine: tend_component_hooks) ---- */
+
+/* The configured app a component belongs to, and the rest of its path */
+static struct tend_app_config *
+comp_app(struct tend_ws *ws, const char *component, const char **rest)
+{
+	for (size_t i = 0; i < ws->cfg.napps; i++) {
+		const char *n = ws->cfg.apps[i].name;
+		size_t len = strlen(n);
+
+		if (component[0] == '/' && strncmp(component + 1, n, len) == 0 &&
+		    (component[1 + len] == '/' || component[1 + len] == 0)) {
+			*rest = component + 1 + len;
+			return &ws->cfg.apps[i];
+		}
+	}
+	return NULL;
+}
+
+/* An owner this pass did not mount (yet): a source item of the running
+ * app is live if the walk found it; anything else of a configured app
+ * (its target, its manifest) is; an app gone from tend.conf is not (its
+ * states are taken over, as `tend drop` would let go of them). */
+static bool
+comp_live(const char *component, void *arg)
+{
+	struct run *r = current_run;
+	const char *rest;
+	struct tend_app_config *app = comp_app(arg, component, &rest);
+
+	if (!app)
+		return false;
+	if (!r || app != r->app || strncmp(rest, "/@files/", 8) != 0)
+		return true;
+	return have_item(r, rest + 8, strlen(rest + 8));
+}
+
+/* "/site/@files/sub/a.md" -> "src/sub/a.md" */
+static void
+comp_name(const char *component, struct tend_buf *out, void *arg)
+{
+	const char *rest;
+	struct tend_app_config *app = comp_app(arg, component, &rest);
+
+	if (app && strncmp(rest, "/@files/", 8) == 0) {
+		if (strcmp(app->source, ".") != 0) {
+			tend_buf_puts(out, app->source);
+			tend_buf_putc(out, '/');
+		}
+		tend_buf_puts(out, rest + 8);
+	} else if (app && strcmp(rest, "/@aggregate") == 0)
+		tend_buf_printf(out, "app %s (every source)", app->name);
+	else if (app && !*rest)
+		tend_buf_printf(out, "app %s", app->name);
+	else
+		tend_buf_puts(out, component);
+}
+
+static const struct tend_component_hooks comp_hooks = {comp_live, comp_name};
+
+static void
+on_conflict(const struct tend_event *ev, void *arg)
+{
+	struct run *r = current_run;
+	const char *rest;
+
+	if (!r || ev->status != TEND_ECONFLICT || ev->preview ||
+	    comp_app(arg, ev->component, &rest) != r->app ||
+	    strncmp(rest, "/@files/", 8) != 0)
+		return;
+	r->conflicted = tend_xrealloc(r->conflicted,
+	    (r->nconflicted + 1) * sizeof *r->conflicted);
+	r->conflicted[r->nconflicted++] = tend_xstrdup(rest + 8);
+}
+
+static struct tend_conflicts *
+ws_conflicts(struct tend_ws *ws, const char *app)
+{
+	for (size_t i = 0; i < ws->nconflicts; i++)
+		if (strcmp(ws->conflicts[i].app, app) == 0)
+			return &ws->conflicts[i];
+	ws->conflicts = tend_xrealloc(ws->conflicts,
+	    (ws->nconflicts + 1) * sizeof *ws->conflicts);
+	ws->conflicts[ws->nconflicts] = (struct tend_conflicts){
+	    tend_xstrdup(app), NULL, 0};
+	return &ws->conflicts[ws->nconflicts++];
+}
+
+/* After a pass that ran every item of the last conflicts (a full pass,
+ * or a partial one given them too): this pass's conflicts replace them. */
+static void
+keep_conflicts(struct run *r)
+{
+	struct tend_conflicts *k = ws_conflicts(r->ws, r->app->name);
+
+	for (size_t i = 0; i < k->n; i++)
+		free(k->rels[i]);
+	free(k->rels);
+	k->rels = r->conflicted;
+	k->n = r->nconflicted;
+	r->conflicted = NULL;
+	r->nconflicted = 0;
+}
+
 int
 tend_app_why(const char *component, struct tend_buf *out)
 {
@@ -1889,6 +2008,9 @@ pass_done(struct run *r, int rc)
 {
 	bool due = !r->hold && r->nvanished;
 
+	if (!r->o->preview)
+		keep_conflicts(r);
+
 	for (size_t i = 0; i < r->nitems && !due; i++)
 		due = sig_due(&r->items[i]);
 	if (!r->o->preview && due) {
@@ -1908,6 +2030,9 @@ pass_done(struct run *r, int rc)
 static void
 run_free(struct run *r, char **skip, size_t nskip)
 {
+	for (size_t i = 0; i < r->nconflicted; i++)
+		free(r->conflicted[i]);
+	free(r->conflicted);
 	if (r->stage)
 		rm_tree(r->stage);
 	free(r->stage);
@@ -2123,9 +2248,8 @@ partial_body(struct tend_comp *c, void *arg)
 	struct run *r = ((struct partial *)arg)->r;
 	int rc;
 
-	for (size_t i = 0; i < r->nitems; i++)
-		if ((rc = mount_item(c, r, &r->items[i])) != 0)
-			return rc;
+	/* the gone first: an item that takes over one of their entries
+	 * (a move) then finds its owner gone, whatever the batches */
 	for (size_t i = 0; !r->hold && i < r->nvanished; i++) {
 		struct tend_key path[2] = {tend_key_symbol("files"),
 		    tend_key_str(r->vanished[i])};
@@ -2133,6 +2257,9 @@ partial_body(struct tend_comp *c, void *arg)
 		if ((rc = tend_mount_gone(c, path, 2)))
 			return rc;
 	}
+	for (size_t i = 0; i < r->nitems; i++)
+		if ((rc = mount_item(c, r, &r->items[i])) != 0)
+			return rc;
 	return 0;
 }
 
@@ -2296,7 +2423,17 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	wo.dir_arg = o->dir_arg;
 	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
 		goto out;
-	expand_paths(&r, txn, &wo, rels, n, &ps);
+	/* the items that conflicted last time run again: the other
+	 * declaration may be gone */
+	struct tend_conflicts *was = o->preview ? NULL
+					       : ws_conflicts(ws, app->name);
+	size_t nwas = was ? was->n : 0;
+	char **all = tend_xcalloc(n + nwas + 1, sizeof *all);
+	memcpy(all, rels, n * sizeof *rels);
+	if (nwas)
+		memcpy(all + n, was->rels, nwas * sizeof *was->rels);
+	expand_paths(&r, txn, &wo, all, n + nwas, &ps);
+	free(all);
 	if (ps.too_many) {
 		tend_store_read_end(txn);
 		pathset_free(&ps);

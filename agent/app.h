@@ -42,6 +42,14 @@ struct tend_ws {
 	struct tend_config cfg;
 	struct tend_engine *eng;
 	int wlock; /* state/write.lock + 1 while held (0: not held) */
+	/* source items whose declaration conflicted with another's, by
+	 * app: a partial pass runs them again (one of the two may be gone) */
+	struct tend_conflicts {
+		char *app;
+		char **rels;
+		size_t n;
+	} *conflicts;
+	size_t nconflicts;
 };
 
 /*

@@ -53,6 +53,7 @@ struct cli {
 	 * is printed once, then counted */
 	char *last_err;
 	uint64_t same_err;
+	char *last_comp_err;
 };
 
 static void
@@ -66,6 +67,8 @@ flush_same_errors(struct cli *c)
 	c->same_err = 0;
 	free(c->last_err);
 	c->last_err = NULL;
+	free(c->last_comp_err);
+	c->last_comp_err = NULL;
 }
 
 static const char *const usage_text =
@@ -288,6 +291,11 @@ on_event(const struct tend_event *ev, void *arg)
 		break;
 	case TEND_EV_COMPONENT_ERROR:
 		c->errors++;
+		/* the two sides of a conflict say the same: once is enough */
+		if (c->last_comp_err && strcmp(c->last_comp_err, ev->error) == 0)
+			break;
+		free(c->last_comp_err);
+		c->last_comp_err = tend_xstrdup(ev->error);
 		if (c->tty)
 			fputs("\r\033[K", stderr);
 		fprintf(stderr, "tend: %s: %s\n", ev->app, ev->error);

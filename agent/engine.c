@@ -23,6 +23,7 @@
  * before its sink runs, and are pruned only after.
  */
 #include "engine_int.h"
+#include "check.h"
 
 #include <assert.h>
 #include <fcntl.h>
@@ -786,6 +787,175 @@ struct batch {
 	size_t n;
 };
 
+/* ---- conflicts: two components, one target state ---- */
+
+void
+tend_engine_set_component_hooks(struct tend_engine *eng,
+    const struct tend_component_hooks *h, void *arg)
+{
+	eng->comp_hooks = h ? *h : (struct tend_component_hooks){0};
+	eng->comp_arg = arg;
+}
+
+static void
+comp_name(struct tend_engine *eng, const char *display, struct tend_buf *out)
+{
+	if (eng->comp_hooks.name)
+		eng->comp_hooks.name(display, out, eng->comp_arg);
+	else
+		tend_buf_puts(out, display);
+}
+
+void
+tend_conflict_message(struct tend_comp *c, const char *other,
+    const char *provider, const struct tend_key *key)
+{
+	struct tend_buf k = TEND_BUF_INIT, m = TEND_BUF_INIT;
+
+	struct tend_buf a = TEND_BUF_INIT, b = TEND_BUF_INIT;
+
+	/* one wording for both sides: the two components say the same */
+	comp_name(c->eng, c->display, &a);
+	comp_name(c->eng, other, &b);
+	if (strcmp(a.ptr, b.ptr) > 0) {
+		struct tend_buf t = a;
+		a = b;
+		b = t;
+	}
+	tend_key_format(&k, key);
+	tend_buf_puts(&m, "conflict: ");
+	tend_display_path(&m, provider, k.ptr);
+	tend_buf_printf(&m, " is declared by %s and by %s: neither is "
+			    "applied, what is there stays", a.ptr, b.ptr);
+	tend_buf_release(&a);
+	tend_buf_release(&b);
+	tend_error_set(TEND_ECONFLICT, "%s", m.ptr);
+	tend_buf_release(&k);
+	tend_buf_release(&m);
+}
+
+static int
+cmp_tsid(const void *key, const void *elem)
+{
+	return memcmp(key, ((const struct decl *)elem)->tsid.b, 16);
+}
+
+static bool
+declares(const struct tend_comp *x, const struct tend_fp *tsid)
+{
+	if (x->decls_sorted)
+		return bsearch(tsid->b, x->decls, x->ndecls, sizeof *x->decls,
+		    cmp_tsid) != NULL;
+	for (size_t i = 0; i < x->ndecls; i++)
+		if (tend_fp_equal(&x->decls[i].tsid, tsid))
+			return true;
+	return false;
+}
+
+static struct tend_comp *
+pass_comp(struct pass *pass, const struct tend_fp *cid)
+{
+	for (size_t i = 0; i < pass->nbatch; i++)
+		if (tend_fp_equal(&pass->batch[i]->cid, cid))
+			return pass->batch[i];
+	for (size_t i = 0; i < pass->nqueue; i++)
+		if (tend_fp_equal(&pass->queue[i]->cid, cid))
+			return pass->queue[i];
+	return NULL;
+}
+
+bool
+tend_pass_still_declares(struct tend_comp *c, const struct tend_fp *owner,
+    const char *owner_path, const struct tend_fp *tsid)
+{
+	struct tend_engine *eng = c->eng;
+	struct pass *pass = c->pass;
+	struct tend_comp *x;
+
+	if (tend_cidset_has(&pass->gone, owner))
+		return false;
+	if ((x = pass_comp(pass, owner)) != NULL) {
+		if (x->mode != MODE_BUILD)
+			return false; /* being deleted */
+		return x->failed || declares(x, tsid);
+	}
+	/* mounted earlier in this pass (and still the owner), a memo hit,
+	 * or kept unchanged: it declares what it owns */
+	if (tend_cidset_has(&pass->built, owner))
+		return true;
+	if (pass->incremental)
+		return true;
+	return eng->comp_hooks.live &&
+	    eng->comp_hooks.live(owner_path, eng->comp_arg);
+}
+
+struct claim {
+	const struct tend_fp *tsid;
+	size_t comp;
+	const struct decl *decl;
+};
+
+static void
+conflict_fail(struct tend_comp *c, struct tend_comp *other,
+    const struct decl *d)
+{
+	if (c->conflict)
+		return;
+	tend_conflict_message(c, other->display, d->prov->name, &d->key);
+	c->failed = true;
+	c->conflict = true;
+	free(c->error);
+	c->error = tend_xstrdup(tend_error_last());
+	tend_comp_withhold_memos(c->parent);
+}
+
+/* Two components of the batch that declare one target state both fail
+ * before anything is written: neither is applied, and what either wrote
+ * before stays. (An owner outside the batch is phase 1's business.) */
+static void
+find_conflicts(struct batch *b)
+{
+	size_t n = 0, size = 16;
+
+	for (size_t i = 0; i < b->n; i++) {
+		struct tend_comp *c = b->comps[i];
+
+		if (c->mode == MODE_BUILD && !c->failed && !c->in_preflight &&
+		    !c->retry)
+			n += c->ndecls;
+	}
+	if (n < 2)
+		return;
+	while (size < n * 2)
+		size *= 2;
+	struct claim *tab = tend_xcalloc(size, sizeof *tab);
+	for (size_t i = 0; i < b->n; i++) {
+		struct tend_comp *c = b->comps[i];
+
+		if (c->mode != MODE_BUILD || c->failed || c->in_preflight ||
+		    c->retry)
+			continue;
+		for (size_t j = 0; j < c->ndecls; j++) {
+			const struct decl *d = &c->decls[j];
+			size_t k = ref_slot(&d->tsid, size);
+
+			while (tab[k].tsid &&
+			    !tend_fp_equal(tab[k].tsid, &d->tsid))
+				k = (k + 1) & (size - 1);
+			if (!tab[k].tsid) {
+				tab[k] = (struct claim){&d->tsid, i, d};
+				continue;
+			}
+			struct tend_comp *o = b->comps[tab[k].comp];
+			if (o == c)
+				continue;
+			conflict_fail(c, o, d);
+			conflict_fail(o, c, tab[k].decl);
+		}
+	}
+	free(tab);
+}
+
 static int
 precommit_body(struct tend_txn *txn, void *arg)
 {
@@ -793,6 +963,7 @@ precommit_body(struct tend_txn *txn, void *arg)
 
 	/* re-runnable after a map resize: forget the previous attempt */
 	clear_refs(b->comps[0]->pass);
+	find_conflicts(b);
 	for (size_t i = 0; i < b->n; i++) {
 		int rc = tend_precommit_comp(txn, b->comps[i]);
 		if (rc)
@@ -1075,7 +1246,7 @@ component_error_event(struct tend_engine *eng, struct tend_comp *c)
 		.app = c->app,
 		.component = c->display,
 		.error = c->error ? c->error : "failed",
-		.status = TEND_ERROR,
+		.status = c->conflict ? TEND_ECONFLICT : TEND_ERROR,
 		.preview = c->pass->preview,
 	};
 
@@ -1224,8 +1395,11 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 
 	for (size_t i = 0; i < b->n; i++)
 		prepare_decls(b->comps[i]);
-	if ((rc = tend_store_write(eng->st, precommit_body, b)))
-		return rc;
+	pass->batch = b->comps;
+	pass->nbatch = b->n;
+	rc = tend_store_write(eng->st, precommit_body, b);
+	if (rc)
+		goto out;
 	for (size_t i = 0; i < b->n; i++) {
 		struct tend_comp *c = b->comps[i];
 
@@ -1270,7 +1444,7 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 		}
 	}
 	if ((rc = tend_store_write_settle(eng->st, commit_body, b)))
-		return rc;
+		goto out;
 	for (size_t i = 0; i < b->n; i++) {
 		struct tend_comp *c = b->comps[i];
 
@@ -1299,7 +1473,11 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 		schedule_gc(eng, pass, c);
 	}
 	clear_refs(pass);
-	return 0;
+	rc = 0;
+out:
+	pass->batch = NULL;
+	pass->nbatch = 0;
+	return rc;
 }
 
 static int

@@ -180,6 +180,7 @@ struct tend_comp {
 	bool memo_chain; /* it or an ancestor is memoised */
 	bool memo_delete;
 	bool failed;	    /* the body failed */
+	bool conflict;	    /* ... or it declares another's target state */
 	bool child_failed;  /* a mounted child failed */
 	bool in_preflight;  /* delete: skip, re-mounted meanwhile */
 	char *error;
@@ -286,6 +287,8 @@ struct pass {
 	size_t nwaits, cwaits;
 	struct tend_comp **kept; /* builds whose phase 2 waited */
 	size_t nkept, ckept;
+	struct tend_comp **batch; /* the batch being processed */
+	size_t nbatch;
 	struct planref *refs; /* open addressing, size a power of two */
 	size_t nrefs, crefs;
 };
@@ -313,6 +316,8 @@ struct tend_engine {
 	struct tend_provider *graveyard;
 	tend_settle_hook *settle_hook;
 	void *settle_arg;
+	struct tend_component_hooks comp_hooks;
+	void *comp_arg;
 };
 
 /* reconcile.c: the bodies of the pre-commit and commit transactions */
@@ -322,6 +327,13 @@ void tend_comp_withhold_memos(struct tend_comp *c);
 
 /* engine.c helpers used by reconcile.c */
 void tend_pass_save_provider(struct pass *pass, struct tend_provider *p);
+/* Does component `owner` still declare target state `tsid` in this pass
+ * (inspect.h: tend_component_hooks)? `owner_path` is its display path. */
+bool tend_pass_still_declares(struct tend_comp *c, const struct tend_fp *owner,
+    const char *owner_path, const struct tend_fp *tsid);
+/* "conflict: STATE is declared by A and by B: neither is applied" */
+void tend_conflict_message(struct tend_comp *c, const char *other,
+    const char *provider, const struct tend_key *key);
 bool tend_cidset_has(const struct cidset *s, const struct tend_fp *fp);
 
 /* item and header codecs (reconcile.c) */

@@ -37,4 +37,23 @@ typedef int tend_settle_hook(struct tend_txn *txn, const char *component,
 void tend_engine_set_settle_hook(struct tend_engine *eng,
     tend_settle_hook *fn, void *arg);
 
+/*
+ * Two components that declare one target state conflict (docs/tend.1,
+ * CONFLICTS). The engine sees it when one of them declares a state the
+ * other owns; the owner still declares it if it was mounted in this pass
+ * (and, in this batch or queued, its declarations hold the state), or, if
+ * it was not mounted (yet), when `live` says it will be: the caller knows
+ * which of its components a full pass keeps. Without `live` an owner not
+ * mounted in a full pass is taken over (the last one wins); in a partial
+ * pass every owner not gone is live. `name` turns a component's display
+ * path into what the user calls it (a source file) in the messages.
+ * Either may be NULL.
+ */
+struct tend_component_hooks {
+	bool (*live)(const char *component, void *arg);
+	void (*name)(const char *component, struct tend_buf *out, void *arg);
+};
+void tend_engine_set_component_hooks(struct tend_engine *eng,
+    const struct tend_component_hooks *h, void *arg);
+
 #endif

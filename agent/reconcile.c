@@ -578,9 +578,21 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 			return rc;
 		if (rc == 0 && v.len == 16 &&
 		    memcmp(v.data, c->cid.b, 16) != 0) {
+			struct tend_buf who = TEND_BUF_INIT;
 			uint8_t k[40];
 
 			memcpy(tmp.prev_owner.b, v.data, 16);
+			/* taken over only from an owner that no longer
+			 * declares it: two that do conflict */
+			tend_inspect_comp_path(txn, &tmp.prev_owner, &who);
+			if (tend_pass_still_declares(c, &tmp.prev_owner,
+				who.ptr, &d->tsid)) {
+				tend_conflict_message(c, who.ptr, prov->name,
+				    &d->key);
+				tend_buf_release(&who);
+				return TEND_ECONFLICT;
+			}
+			tend_buf_release(&who);
 			tmp.preempted = true;
 			tmp.claim = true;
 			/* the previous owner's action earlier in this batch
@@ -928,11 +940,14 @@ tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c)
 	if ((rc = merge_walk(txn, c))) {
 		if (rc == TEND_ERETRY && tend_error_code() == TEND_ERETRY)
 			return rc;
-		/* a reconcile error fails this component only */
+		/* a reconcile error, or a conflict, fails this component
+		 * only; what it has stays, and so does its parent's memo */
 		c->failed = true;
+		c->conflict = rc == TEND_ECONFLICT;
 		free(c->error);
 		c->error = tend_xstrdup(tend_error_last());
 		c->nplans = 0;
+		tend_comp_withhold_memos(c->parent);
 		return 0;
 	}
 	if ((rc = write_plans(txn, c)))

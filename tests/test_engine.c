@@ -1065,13 +1065,64 @@ s63_stats(void **state)
 	assert_int_equal(F->stats.deleted, 1);
 }
 
+/* CocoIndex lets the last submitter win; tend makes it a conflict
+ * (issue 15): neither is applied, what is there stays, and both
+ * components fail with status TEND_ECONFLICT. */
 static void
 s66_same_state_two_components_one_run(void **state)
 {
-	ASSERT_OK(fx_run(F, "C(C1) { x=1 } C(C2) { x=2 }"));
+	assert_int_not_equal(fx_run(F, "C(C1) { x=1 } C(C2) { x=2 }"), 0);
+	ASSERT_WORLD(F, "");
+	assert_int_equal(F->ncomp_err_ev, 2);
+	assert_non_null(strstr(F->comp_error, "conflict: "));
+	assert_non_null(strstr(F->comp_error, "/app/C1 and by /app/C2"));
+	assert_int_equal(fx_count(F, "owner "), 0);
+	assert_int_equal(fx_count(F, "item "), 0);
+	/* one of them goes: the other one's state is applied */
+	ASSERT_OK(fx_run(F, "C(C2) { x=2 }"));
 	ASSERT_WORLD(F, "x=2");
 	ASSERT_HAS(F, "owner /@dict/x -> /app/C2");
-	assert_int_equal(fx_count(F, "item "), 1);
+}
+
+/* An owner that still declares the state keeps it; a newcomer fails and
+ * takes it over once the owner stops declaring it. */
+static void
+conflict_with_an_owner_keeps_what_is_there(void **state)
+{
+	ASSERT_OK(fx_run(F, "C(C1) { x=1 y=1 }"));
+	assert_int_not_equal(fx_run(F, "C(C1) { x=1 y=1 } C(C2) { x=2 z=2 }"),
+	    0);
+	/* the conflicting component applies none of its states */
+	ASSERT_WORLD(F, "x=1 y=1");
+	ASSERT_HAS(F, "owner /@dict/x -> /app/C1");
+	/* the owner changes its value in the same pass: frozen too */
+	assert_int_not_equal(fx_run(F, "C(C1) { x=3 y=1 } C(C2) { x=2 z=2 }"),
+	    0);
+	ASSERT_WORLD(F, "x=1 y=1");
+	/* the owner lets go of x (and stays): the newcomer's value */
+	ASSERT_OK(fx_run(F, "C(C1) { y=1 } C(C2) { x=2 z=2 }"));
+	ASSERT_WORLD(F, "x=2 y=1 z=2");
+	ASSERT_HAS(F, "owner /@dict/x -> /app/C2");
+}
+
+/* The owner in an earlier batch of the pass, or a memo hit: the same. */
+static void
+conflict_across_batches_and_memos(void **state)
+{
+	tend_engine_set_batch(F->eng, 1);
+	assert_int_not_equal(fx_run(F, "C(C1) { x=1 } C(C2) { x=2 }"), 0);
+	/* batches apply as they go: the first declarer's write landed */
+	ASSERT_WORLD(F, "x=1");
+	ASSERT_HAS(F, "owner /@dict/x -> /app/C1");
+	assert_int_equal(F->ncomp_err_ev, 1);
+	tend_engine_set_batch(F->eng, 0);
+	ASSERT_OK(fx_run(F, "M(C1,a) { x=1 }"));
+	assert_int_not_equal(fx_run(F, "M(C1,a) { x=1 } C(C2) { x=2 }"), 0);
+	assert_int_equal(F->stats.unchanged, 1);
+	ASSERT_WORLD(F, "x=1");
+	/* a move (the owner gone in the same pass) is no conflict */
+	ASSERT_OK(fx_run(F, "C(C2) { x=2 }"));
+	ASSERT_WORLD(F, "x=2");
 }
 
 static void
@@ -1224,6 +1275,8 @@ main(void)
 		T(s61_use_mount_child_failure),
 		T(s63_stats),
 		T(s66_same_state_two_components_one_run),
+		T(conflict_with_an_owner_keeps_what_is_there),
+		T(conflict_across_batches_and_memos),
 		T(duplicate_in_one_component_is_an_error),
 		T(children_on_pending_provider_are_rejected),
 		T(s70_crash_mid_sink_leaves_candidates),

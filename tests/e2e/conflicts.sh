@@ -1,0 +1,92 @@
+#!/bin/sh
+# Two declarations of one target state are a conflict (issue 15, item 1):
+# neither is applied, the sync exits 1 naming both sources and the entry,
+# what is there stays, and once one of them goes the other one's entry is
+# applied - by `tend sync` and by a running agent.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+CTL="python3 $HERE/agentctl.py $WS/.tend/agent.sock"
+AGENT=
+trap '[ -n "$AGENT" ] && { kill -TERM $AGENT 2>/dev/null; wait $AGENT 2>/dev/null; }; chmod -R u+rwx "$WS" 2>/dev/null; rm -rf "$WS"' EXIT
+until_() { $CTL until "$1" -- "$2" || fail "$3"; }
+
+conf_site '	name = {name}'
+mkdir -p src/sub
+echo A > src/a.md; echo SUB > src/sub/a.md; echo B > src/b.md
+
+# both new in one pass: neither applied
+run sync; expect_rc 1 "a collision fails the sync"
+expect_in "$ERR" "conflict: out/a.md is declared by src/a.md and by src/sub/a.md" "both sources and the entry named"
+expect_gone out/a.md; expect_file out/b.md B
+run sync; expect_rc 1 "still a conflict"
+expect_gone out/a.md
+run plan; expect_rc 1 "plan shows the conflict"
+expect_in "$ERR" "conflict: out/a.md" "plan names it"
+run check; expect_rc 0 "nothing tracked is wrong"
+
+# one goes: the other one's entry is applied
+rm src/a.md
+run sync; expect_rc 0 "the collision is over"
+expect_file out/a.md SUB
+run plan; expect_rc 0 "no changes after"; expect_in "$OUT" "No changes" "plan"
+run check; expect_rc 0 "no drift"
+
+# an entry that exists: a second source for it is refused, the entry stays
+echo A > src/a.md
+run sync; expect_rc 1 "a newcomer conflicts with the owner"
+expect_in "$ERR" "conflict: out/a.md" "named"
+expect_file out/a.md SUB
+# the owner goes: the newcomer's entry replaces it
+rm src/sub/a.md
+run sync; expect_rc 0 "owner gone"
+expect_file out/a.md A
+run check; expect_rc 0 "no drift"
+# the newcomer goes instead: nothing is deleted
+echo SUB > src/sub/a.md
+run sync; expect_rc 1 "conflict again"
+rm src/sub/a.md
+run sync; expect_rc 0 "newcomer gone"
+expect_file out/a.md A
+run plan; expect_rc 0 "plan clean"
+
+# a move is not a conflict: the entry moves to its new declarer
+mv src/a.md src/sub/a.md
+run sync; expect_rc 0 "a move"
+expect_file out/a.md A
+expect_not_in "$ERR" "conflict" "no conflict reported for a move"
+run plan; expect_rc 0 "plan clean after the move"
+
+# an exec app writing one entry for two sources ($TEND_OUT): the same
+rm -rf src out .tend; mkdir -p src
+cat > tend.conf <<'CONF'
+[app "ex"]
+	source = src
+	target = dir:out
+	declare = exec mkdir $TEND_OUT && printf x > $TEND_OUT/shared && cat > $TEND_OUT/$(basename $TEND_PATH)
+CONF
+echo 1 > src/one; echo 2 > src/two
+run sync; expect_rc 1 "exec outputs collide"
+expect_in "$ERR" "conflict: out/shared is declared by src/one and by src/two" "exec conflict named"
+expect_gone out/shared
+# (a component that conflicts applies none of its entries)
+expect_gone out/one
+rm src/two
+run sync; expect_rc 0 "one declarer left"
+expect_file out/shared x; expect_file out/one 1
+
+# the agent: a collision, then the owner goes; the other source's entry
+# comes back without touching that source
+rm -rf src out .tend; mkdir -p src/sub
+conf_watch
+printf '\tname = {name}\n' >> tend.conf
+echo A > src/a.md
+"$TEND" watch 2>"$WS/agent.err" &
+AGENT=$!
+$CTL ready || fail "agent ready"
+expect_file out/a.md A
+until_ '[ "$("$TEND" status --json | python3 -c "import json,sys; print(json.load(sys.stdin)[\"agent\"][\"last\"][\"errors\"])" 2>/dev/null)" != 0 ]' 'echo SUB > src/sub/a.md' "the agent reports the conflict"
+expect_file out/a.md A
+until_ '[ "$(cat out/a.md 2>/dev/null)" = SUB ]' 'rm src/a.md' "the agent applies the other source once the owner is gone"
+kill -TERM $AGENT; wait $AGENT; AGENT=
+run check; expect_rc 0 "no drift after the agent"
+finish
