@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "exec.h"
 #include "fs.h"
 #include "git.h"
@@ -673,6 +674,7 @@ struct run {
 	struct tend_provider *target;
 	struct plugin *plugin;
 	struct item *cur;    /* the item whose declaration runs now */
+	char *target_name;   /* the target provider's, for messages */
 	char **conflicted;   /* items that conflicted in this pass */
 	size_t nconflicted;
 };
@@ -1149,14 +1151,30 @@ declare_outputs(struct tend_comp *c, struct run *r, const char *name,
 
 struct exec_setup {
 	char *out, *dir, *src;
+	char *cmd; /* an aggregate's command with "$@" added, or NULL */
 	struct tend_buf env[4];
 	char *envp[5];
 	int ifd, ofd;
 	struct tend_exec ex;
 };
 
+/* Does a shell command read its positional parameters? */
+static bool
+uses_args(const char *cmd)
+{
+	for (const char *p = strchr(cmd, '$'); p; p = strchr(p + 1, '$')) {
+		const char *q = p[1] == '{' ? p + 2 : p + 1;
+
+		if (*q == '@' || *q == '*' || *q == '#' ||
+		    (*q >= '1' && *q <= '9'))
+			return true;
+	}
+	return false;
+}
+
 /* Prepare an exec of the app's command for one item (rel) or for all
- * sources (rel NULL, args = the paths). */
+ * sources (rel NULL, args = the paths: `exec cat` is `cat "$@"`, unless
+ * the command uses them itself). */
 static int
 exec_setup(struct exec_setup *x, struct run *r, const char *rel,
     char *const *args)
@@ -1175,8 +1193,14 @@ exec_setup(struct exec_setup *x, struct run *r, const char *rel,
 		x->envp[i] = x->env[i].ptr;
 	x->ofd = open(x->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	x->ifd = x->src ? open(x->src, O_RDONLY | O_CLOEXEC) : -1;
+	if (args && !uses_args(r->app->declare_arg)) {
+		struct tend_buf b = TEND_BUF_INIT;
+
+		tend_buf_printf(&b, "%s \"$@\"", r->app->declare_arg);
+		x->cmd = tend_buf_detach(&b, NULL);
+	}
 	x->ex = (struct tend_exec){
-		.cmd = r->app->declare_arg,
+		.cmd = x->cmd ? x->cmd : r->app->declare_arg,
 		.cwd = r->source,
 		.env = x->envp,
 		.args = args,
@@ -1204,6 +1228,7 @@ exec_finish(struct exec_setup *x, bool keep_paths)
 	for (int i = 0; i < 4; i++)
 		tend_buf_release(&x->env[i]);
 	free(x->src);
+	free(x->cmd);
 	if (!keep_paths) {
 		free(x->out);
 		free(x->dir);
@@ -1418,10 +1443,32 @@ declare_manifest(struct tend_comp *c, struct run *r)
 	size_t n = 0, cap = 0;
 	struct tend_buf text = TEND_BUF_INIT;
 	struct tend_provider *att;
+	struct tend_buf held = TEND_BUF_INIT;
 	int rc;
 
-	for (size_t i = 0; i < r->nitems; i++) {
-		const struct tend_buf *o = &r->items[i].outs;
+	/* what the brake holds stays in the target: in the manifest too */
+	if (r->hold && r->nvanished) {
+		struct tend_txn *txn;
+		struct tend_buf k = TEND_BUF_INIT;
+		struct tend_bytes v;
+
+		if ((rc = tend_store_read_begin(tend_engine_store(r->ws->eng),
+			 &txn)))
+			return rc;
+		for (size_t i = 0; i < r->nvanished; i++) {
+			sig_key(&k, r->app->name, r->vanished[i],
+			    strlen(r->vanished[i]));
+			if (tend_store_get(txn, TEND_T_SIG, k.ptr, k.len, &v) ==
+				0 && v.len > SIG_FIXED)
+				tend_buf_put(&held, v.data + SIG_FIXED,
+				    v.len - SIG_FIXED);
+		}
+		tend_store_read_end(txn);
+		tend_buf_release(&k);
+	}
+	for (size_t i = 0; i <= r->nitems; i++) {
+		const struct tend_buf *o = i < r->nitems ? &r->items[i].outs
+							 : &held;
 
 		for (size_t pos = 0; pos + 2 <= o->len;) {
 			uint16_t len;
@@ -1447,6 +1494,7 @@ declare_manifest(struct tend_comp *c, struct run *r)
 			lines[i].len) == 0) {
 			free(lines);
 			tend_buf_release(&text);
+			tend_buf_release(&held);
 			return tend_error_set(TEND_EINVALID,
 			    "%s: an entry is named like the manifest (%s): set "
 			    "manifest-name",
@@ -1473,6 +1521,7 @@ declare_manifest(struct tend_comp *c, struct run *r)
 		r->cur = cur;
 	}
 	tend_buf_release(&text);
+	tend_buf_release(&held);
 	return rc;
 }
 
@@ -1537,6 +1586,12 @@ root_body(struct tend_comp *c, void *arg)
 		struct tend_key path = tend_key_symbol("aggregate");
 
 		r->target = tend_engine_root(eng, TEND_FS_FILE);
+		/* the brake holds deletes: nothing made of those sources
+		 * changes until they are approved */
+		if (r->hold) {
+			tend_mount_keep(c, &path, 1);
+			return 0;
+		}
 		tend_hasher_init(&h);
 		for (size_t i = 0; i < r->nitems; i++) {
 			struct tend_fp in = item_input(&r->items[i]);
@@ -1583,6 +1638,9 @@ root_body(struct tend_comp *c, void *arg)
 	}
 	uint64_t gid, gsc;
 	tend_provider_generation(r->target, &gid, &gsc);
+	/* (a preview's new provider is gone after the pass) */
+	free(r->target_name);
+	r->target_name = tend_xstrdup(tend_provider_name(r->target));
 	bool fast = !r->o->full && (r->app->declare == TEND_DECLARE_COPY ||
 					r->app->declare == TEND_DECLARE_EXEC);
 	if (r->app->declare == TEND_DECLARE_EXEC)
@@ -2001,12 +2059,65 @@ walk_opts(const struct tend_app_config *app, char **skip, size_t nskip)
 	return wo;
 }
 
+/* For plan: the entries the vanished items declared (their SIG rows
+ * list them), whose deletes the brake holds. */
+static void
+held_entries(struct run *r)
+{
+	struct tend_txn *txn;
+	struct tend_buf k = TEND_BUF_INIT, key = TEND_BUF_INIT;
+	struct tend_buf disp = TEND_BUF_INIT;
+	struct tend_bytes v;
+
+	if (r->app->target == TEND_TARGET_FILE) {
+		r->res->held = tend_xcalloc(1, sizeof *r->res->held);
+		r->res->held[r->res->nheld++] = tend_xstrdup(
+		    r->app->target_path);
+		r->res->held_update = true;
+		return;
+	}
+	if (!r->target_name ||
+	    tend_store_read_begin(tend_engine_store(r->ws->eng), &txn))
+		return;
+	for (size_t i = 0; i < r->nvanished; i++) {
+		sig_key(&k, r->app->name, r->vanished[i],
+		    strlen(r->vanished[i]));
+		if (tend_store_get(txn, TEND_T_SIG, k.ptr, k.len, &v) != 0)
+			continue;
+		for (size_t pos = SIG_FIXED; pos + 2 <= v.len;) {
+			uint16_t len;
+
+			memcpy(&len, v.data + pos, 2);
+			if (pos + 2 + len + 16 > v.len)
+				break;
+			struct tend_key name = tend_key_strn(
+			    (const char *)v.data + pos + 2, len);
+			tend_buf_reset(&key);
+			tend_buf_reset(&disp);
+			tend_key_format(&key, &name);
+			tend_display_path(&disp, r->target_name, key.ptr);
+			r->res->held = tend_xrealloc(r->res->held,
+			    (r->res->nheld + 1) * sizeof *r->res->held);
+			r->res->held[r->res->nheld++] =
+			    tend_buf_detach(&disp, NULL);
+			pos += 2 + len + 16;
+		}
+	}
+	tend_store_read_end(txn);
+	tend_buf_release(&k);
+	tend_buf_release(&key);
+	tend_buf_release(&disp);
+}
+
 /* After an engine pass: bring the signatures up to date, report held
  * deletes. */
 static int
 pass_done(struct run *r, int rc)
 {
 	bool due = !r->hold && r->nvanished;
+
+	if (r->o->preview && r->hold)
+		held_entries(r);
 
 	if (!r->o->preview)
 		keep_conflicts(r);
@@ -2019,7 +2130,7 @@ pass_done(struct run *r, int rc)
 		if (src && !rc)
 			rc = src;
 	}
-	if (r->res->held_deletes && rc == 0)
+	if (r->res->held_deletes && rc == 0 && !r->o->preview)
 		rc = tend_error_set(TEND_ERROR,
 		    "%s: %llu source items vanished; their deletes are held "
 		    "back (tend sync --allow-delete, or raise max-delete)",
@@ -2030,6 +2141,7 @@ pass_done(struct run *r, int rc)
 static void
 run_free(struct run *r, char **skip, size_t nskip)
 {
+	free(r->target_name);
 	for (size_t i = 0; i < r->nconflicted; i++)
 		free(r->conflicted[i]);
 	free(r->conflicted);
@@ -2188,6 +2300,11 @@ tend_app_result_finish(struct tend_app_result *res)
 {
 	free(res->error);
 	res->error = NULL;
+	for (size_t i = 0; i < res->nheld; i++)
+		free(res->held[i]);
+	free(res->held);
+	res->held = NULL;
+	res->nheld = 0;
 }
 
 int

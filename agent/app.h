@@ -129,6 +129,11 @@ struct tend_app_result {
 	uint64_t gone_items;   /* source items vanished (deletes not held) */
 	bool brake;	       /* the delete brake tripped (held or allowed) */
 	char *error;	       /* app-level failure (NULL if none) */
+	/* preview: the target entries whose deletes the brake holds, as
+	 * plan shows paths ("out/a.md") */
+	char **held;
+	size_t nheld;
+	bool held_update; /* ...an aggregate file the brake keeps as it is */
 };
 
 /* Run one pass of `app`. Returns 0, or TEND_ERROR when anything failed or

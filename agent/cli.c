@@ -54,6 +54,9 @@ struct cli {
 	char *last_err;
 	uint64_t same_err;
 	char *last_comp_err;
+	/* plan: what it found, over every app */
+	uint64_t plan_ops[3]; /* create, update, delete */
+	uint64_t plan_held, plan_failed;
 };
 
 static void
@@ -209,6 +212,8 @@ on_event(const struct tend_event *ev, void *arg)
 		if (!ev->preview || tend_event_is_refresh(ev))
 			break;
 		c->pending = true;
+		c->plan_ops[ev->op == TEND_OP_CREATE ? 0
+		    : ev->op == TEND_OP_UPDATE ? 1 : 2]++;
 		tend_display_path(&path, ev->provider, ev->key);
 		if (c->json) {
 			struct tend_buf *b = &c->json_items;
@@ -248,6 +253,13 @@ on_event(const struct tend_event *ev, void *arg)
 			else
 				printf("%s%c%s %s %s\n", color, op, reset,
 				    ev->app, path.ptr);
+			if (c->verbose) {
+				struct tend_buf why = TEND_BUF_INIT;
+
+				if (tend_app_why(ev->component, &why) == 0)
+					printf("    (%s)\n", why.ptr);
+				tend_buf_release(&why);
+			}
 		}
 		break;
 	case TEND_EV_ACTION_APPLIED:
@@ -397,6 +409,70 @@ writer_open(struct tend_ws *ws, const char *who)
 	return 0;
 }
 
+/* plan, after each app: the deletes the brake holds (not actions: the
+ * engine never plans them), and what failed */
+static void
+plan_app(struct cli *c, const char *app, const struct tend_app_result *res,
+    int rc)
+{
+	bool col = use_color(c);
+
+	for (size_t i = 0; i < res->nheld; i++) {
+		if (c->json) {
+			struct tend_buf *b = &c->json_items;
+
+			tend_buf_puts(b, b->len ? ",\n  {" : "\n  {");
+			tend_buf_printf(b, "\"op\": \"%s\", \"app\": ",
+			    res->held_update ? "update" : "delete");
+			tend_buf_json(b, app);
+			tend_buf_puts(b, ", \"path\": ");
+			tend_buf_json(b, res->held[i]);
+			tend_buf_puts(b, ", \"invalidation\": null, "
+					 "\"held\": true}");
+		} else if (c->quiet)
+			continue;
+		else if (res->held_update)
+			printf("%s~%s %s %s  (held by the delete brake: %llu "
+			       "sources vanished)\n",
+			    col ? "\033[33m" : "", col ? "\033[0m" : "", app,
+			    res->held[i], (unsigned long long)res->held_deletes);
+		else
+			printf("%s-%s %s %s  (held by the delete brake)\n",
+			    col ? "\033[31m" : "", col ? "\033[0m" : "", app,
+			    res->held[i]);
+	}
+	c->plan_held += res->nheld;
+	if (res->held_deletes)
+		c->pending = true;
+	if (rc && (res->error || c->failed || c->errors))
+		c->plan_failed += res->error ? 1 : c->failed + c->errors;
+}
+
+/* plan's last line: a promise, so only what was looked at */
+static void
+plan_summary(struct cli *c)
+{
+	const uint64_t *n = c->plan_ops;
+
+	if (!c->pending && !c->plan_failed) {
+		printf("No changes: every declaration is applied as "
+		       "recorded (tend check reads the targets for drift).\n");
+		return;
+	}
+	printf("Plan: %llu to create, %llu to update, %llu to delete",
+	    (unsigned long long)n[0], (unsigned long long)n[1],
+	    (unsigned long long)n[2]);
+	if (c->plan_held)
+		printf(", %llu held by the delete brake (tend sync "
+		       "--allow-delete applies them)",
+		    (unsigned long long)c->plan_held);
+	if (c->plan_failed)
+		printf("; %llu failed, nothing planned for %s", (unsigned long
+			long)c->plan_failed,
+		    c->plan_failed == 1 ? "it" : "them");
+	printf(".\n");
+}
+
 static int
 cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 {
@@ -455,6 +531,8 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		double dt = now_s() - t0;
 		if (c->tty)
 			fputs("\r\033[K", stderr);
+		if (preview)
+			plan_app(c, app->name, &res, rc);
 		if (rc) {
 			status = EXIT_FAIL;
 			if (res.error || res.held_deletes ||
@@ -513,12 +591,19 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 	if (preview) {
 		if (c->json) {
 			tend_buf_puts(&out, c->json_items.ptr);
-			tend_buf_printf(&out, "%s], \"pending\": %s}\n",
+			tend_buf_printf(&out, "%s], \"pending\": %s, "
+					      "\"create\": %llu, \"update\": %llu, "
+					      "\"delete\": %llu, \"held\": %llu, "
+					      "\"failed\": %llu}\n",
 			    c->json_items.len ? "\n" : "",
-			    c->pending ? "true" : "false");
-		} else if (!c->pending && !c->quiet)
-			printf("No changes: the targets match the "
-			       "declarations.\n");
+			    c->pending ? "true" : "false",
+			    (unsigned long long)c->plan_ops[0],
+			    (unsigned long long)c->plan_ops[1],
+			    (unsigned long long)c->plan_ops[2],
+			    (unsigned long long)c->plan_held,
+			    (unsigned long long)c->plan_failed);
+		} else if (!c->quiet)
+			plan_summary(c);
 		if (status == 0 && c->pending)
 			status = EXIT_PENDING;
 	} else if (c->json)

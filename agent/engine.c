@@ -535,6 +535,12 @@ tend_engine_child_provider(struct tend_engine *eng, struct tend_provider *parent
 	return p && p->handler ? p : NULL;
 }
 
+const char *
+tend_provider_name(const struct tend_provider *p)
+{
+	return p->name;
+}
+
 bool
 tend_provider_ready(const struct tend_provider *p)
 {

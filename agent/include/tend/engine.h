@@ -176,6 +176,9 @@ struct tend_provider *tend_engine_child_provider(struct tend_engine *eng,
 /* Is the provider resolved (its handler known)? */
 bool tend_provider_ready(const struct tend_provider *p);
 
+/* Its readable path, as events report it (`provider`). */
+const char *tend_provider_name(const struct tend_provider *p);
+
 /* The provider's generation (0, 0 for root providers): it changes when
  * its container is invalidated (lossy: schema; destructive: id). */
 void tend_provider_generation(const struct tend_provider *p, uint64_t *id,

@@ -1,0 +1,74 @@
+#!/bin/sh
+# plan tells the truth (issue 15): held deletes listed and counted, failed
+# declarations and a missing source shown, the exit code says so, -v says
+# why; the delete brake holds everything derived from the held sources
+# (an aggregate, the manifest); an aggregate `exec cat` gets the paths.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+
+mkdir -p src
+cat > tend.conf <<'CONF'
+[app "idx"]
+	source = src
+	declare = exec cat
+	target = file:index.txt
+[app "site"]
+	source = src
+	target = dir:out
+	manifest = true
+CONF
+i=1; while [ $i -le 30 ]; do echo $i > src/f$i; i=$((i+1)); done
+run sync; expect_rc 0 "first sync"
+# `exec cat` on an aggregate is `cat "$@"`: every source, in path order
+[ "$(wc -l < index.txt)" = 30 ] || fail "exec cat wrote $(wc -l < index.txt) lines, want 30"
+[ "$(head -1 index.txt)" = 1 ] && [ "$(sed -n 2p index.txt)" = 10 ] || fail "index.txt not in path order: $(head -2 index.txt)"
+run plan; expect_rc 0 "nothing to do"; expect_in "$OUT" "No changes" "plan"
+
+# 22 of 30 sources go: the brake holds their deletes, and the aggregate
+rm src/f1* src/f2*; echo new > src/new
+run plan; expect_rc 3 "held deletes are pending"
+expect_in "$OUT" "- site out/f1  (held by the delete brake)" "a held delete listed"
+expect_in "$OUT" "~ idx index.txt  (held by the delete brake: 22 sources vanished)" "the held aggregate listed"
+expect_in "$OUT" "+ site out/new" "the create listed"
+expect_in "$OUT" "23 held by the delete brake" "counted"
+expect_not_in "$OUT" "No changes" "no false promise"
+run plan --json; expect_rc 3 "plan --json"; json_ok "$OUT"
+printf '%s' "$OUT" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+held = [a["path"] for a in d["actions"] if a.get("held")]
+assert d["pending"] is True, d
+assert len(held) == 23 and "out/f13" in held and "index.txt" in held, held
+assert d["held"] == 23 and d["create"] == 1, d
+' || fail "plan --json lists the held entries"
+run plan -v; expect_in "$OUT" "(new source new)" "plan -v says why"
+run sync; expect_rc 1 "held deletes fail the sync"
+[ "$(wc -l < index.txt)" = 30 ] || fail "the aggregate changed while the brake held its sources: $(wc -l < index.txt) lines"
+expect_file out/f13 13; expect_file out/new new
+# the manifest still lists what the brake keeps
+grep -q ' f13$' out/.tend-manifest || fail "a held entry left the manifest"
+grep -q ' new$' out/.tend-manifest || fail "a new entry is not in the manifest"
+run sync --allow-delete; expect_rc 0 "approved"
+[ "$(wc -l < index.txt)" = 9 ] || fail "the aggregate after approval: $(wc -l < index.txt) lines, want 9"
+expect_gone out/f13
+grep -q ' f13$' out/.tend-manifest && fail "a deleted entry stayed in the manifest"
+run plan; expect_rc 0 "converged"; expect_in "$OUT" "No changes" "plan"
+
+# a missing source: a failure, never "No changes"
+mv src src.away
+run plan; expect_rc 1 "missing source"
+expect_not_in "$OUT" "No changes" "no false promise"
+expect_in "$ERR" "source src is missing" "named"
+mv src.away src
+
+# a failed declaration: the same
+cat > tend.conf <<'CONF'
+[app "ex"]
+	source = src
+	target = dir:out2
+	declare = exec exit 3
+CONF
+run plan; expect_rc 1 "a failing declaration"
+expect_not_in "$OUT" "No changes" "no false promise"
+expect_in "$OUT" "failed, nothing planned" "the summary says so"
+finish
