@@ -134,6 +134,7 @@ struct tend_app_result {
 	char **held;
 	size_t nheld;
 	bool held_update; /* ...an aggregate file the brake keeps as it is */
+	uint64_t strays;  /* sync --full, exclusive: undeclared files removed */
 };
 
 /* Run one pass of `app`. Returns 0, or TEND_ERROR when anything failed or
@@ -141,6 +142,17 @@ struct tend_app_result {
 int tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
     const struct tend_sync_opts *o, struct tend_app_result *res);
 void tend_app_result_finish(struct tend_app_result *res);
+
+/*
+ * An exclusive dir app's strays: what is in its target but no entry of
+ * it declares (per its last pass) - files, links (never followed), and
+ * directories with nothing declared under them - each passed to `fn` as
+ * "TARGET/path" ("out/sub/" for a directory). With `remove`, each goes.
+ * Nothing for other apps.
+ */
+typedef void tend_stray_fn(const char *path, void *arg);
+int tend_app_strays(struct tend_ws *ws, struct tend_app_config *app,
+    bool remove, tend_stray_fn *fn, void *arg, size_t *count);
 
 /*
  * Sync only the source paths `rels` (relative to the app's source root;

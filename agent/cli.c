@@ -56,7 +56,8 @@ struct cli {
 	char *last_comp_err;
 	/* plan: what it found, over every app */
 	uint64_t plan_ops[3]; /* create, update, delete */
-	uint64_t plan_held, plan_failed;
+	uint64_t plan_held, plan_failed, plan_strays;
+	bool destructive; /* plan: this app's target is rebuilt */
 };
 
 static void
@@ -212,8 +213,11 @@ on_event(const struct tend_event *ev, void *arg)
 		if (!ev->preview || tend_event_is_refresh(ev))
 			break;
 		c->pending = true;
-		c->plan_ops[ev->op == TEND_OP_CREATE ? 0
-		    : ev->op == TEND_OP_UPDATE ? 1 : 2]++;
+		if (tend_event_counts(ev))
+			c->plan_ops[ev->op == TEND_OP_CREATE ? 0
+			    : ev->op == TEND_OP_UPDATE ? 1 : 2]++;
+		if (ev->container && ev->invalidation == 2)
+			c->destructive = true;
 		tend_display_path(&path, ev->provider, ev->key);
 		if (c->json) {
 			struct tend_buf *b = &c->json_items;
@@ -411,11 +415,62 @@ writer_open(struct tend_ws *ws, const char *who)
 
 /* plan, after each app: the deletes the brake holds (not actions: the
  * engine never plans them), and what failed */
+struct stray_ctx {
+	struct cli *c;
+	const char *app;
+	bool going; /* the sync this plan shows removes them */
+	struct tend_buf *out; /* check --json */
+	unsigned n;
+};
+
 static void
-plan_app(struct cli *c, const char *app, const struct tend_app_result *res,
-    int rc)
+plan_stray(const char *path, void *arg)
 {
+	struct stray_ctx *x = arg;
+	struct cli *c = x->c;
 	bool col = use_color(c);
+
+	if (c->json) {
+		struct tend_buf *b = &c->json_items;
+
+		tend_buf_puts(b, b->len ? ",\n  {" : "\n  {");
+		tend_buf_puts(b, "\"op\": \"delete\", \"app\": ");
+		tend_buf_json(b, x->app);
+		tend_buf_puts(b, ", \"path\": ");
+		tend_buf_json(b, path);
+		/* a stray goes with this plan's sync, or with sync --full */
+		tend_buf_printf(b, ", \"invalidation\": null, \"stray\": true, "
+				   "\"needs_full\": %s}",
+		    x->going ? "false" : "true");
+	} else if (!c->quiet && x->going)
+		printf("%s-%s %s %s  (not declared: the target is exclusive)\n",
+		    col ? "\033[31m" : "", col ? "\033[0m" : "", x->app, path);
+	else if (!c->quiet)
+		printf("? %s %s  (not declared in an exclusive target: tend "
+		       "sync --full removes it)\n", x->app, path);
+	x->n++;
+}
+
+static void
+plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
+    const struct tend_app_result *res, int rc)
+{
+	const char *app = a->name;
+	bool col = use_color(c);
+	struct stray_ctx x = {c, app, c->full || c->destructive, NULL, 0};
+	size_t n;
+
+	/* an exclusive target's undeclared files: the destructive switch
+	 * to exclusive, or sync --full, removes them */
+	if (rc == 0 && !tend_app_strays(ws, a, false, plan_stray, &x, &n) &&
+	    n) {
+		c->pending = true;
+		if (x.going)
+			c->plan_ops[2] += n;
+		else
+			c->plan_strays += n;
+	}
+	c->destructive = false;
 
 	for (size_t i = 0; i < res->nheld; i++) {
 		if (c->json) {
@@ -466,6 +521,10 @@ plan_summary(struct cli *c)
 		printf(", %llu held by the delete brake (tend sync "
 		       "--allow-delete applies them)",
 		    (unsigned long long)c->plan_held);
+	if (c->plan_strays)
+		printf(", %llu undeclared in exclusive targets (tend sync "
+		       "--full removes them)",
+		    (unsigned long long)c->plan_strays);
 	if (c->plan_failed)
 		printf("; %llu failed, nothing planned for %s", (unsigned long
 			long)c->plan_failed,
@@ -531,8 +590,9 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		double dt = now_s() - t0;
 		if (c->tty)
 			fputs("\r\033[K", stderr);
+		c->deleted += res.strays;
 		if (preview)
-			plan_app(c, app->name, &res, rc);
+			plan_app(c, ws, app, &res, rc);
 		if (rc) {
 			status = EXIT_FAIL;
 			if (res.error || res.held_deletes ||
@@ -654,6 +714,16 @@ on_state(const struct tend_state_info *si, void *arg)
 	tend_buf_release(&rec);
 }
 
+static void
+check_stray(const char *path, void *arg)
+{
+	struct tend_state_info si = {.component = "", .path = path,
+	    .drift = "not declared: the target is exclusive (tend sync --full "
+		     "removes it)"};
+
+	on_state(&si, arg);
+}
+
 static int
 cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 {
@@ -687,6 +757,11 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		}
 		drift += d;
 		total++;
+		/* an exclusive target holds only what is declared */
+		struct tend_app_config *a = check ? tend_ws_app(ws, name) : NULL;
+		size_t ns;
+		if (a && tend_app_strays(ws, a, false, check_stray, &l, &ns) == 0)
+			drift += (unsigned)ns;
 		if (c->napps)
 			break;
 	}

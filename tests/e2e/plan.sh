@@ -71,4 +71,36 @@ CONF
 run plan; expect_rc 1 "a failing declaration"
 expect_not_in "$OUT" "No changes" "no false promise"
 expect_in "$OUT" "failed, nothing planned" "the summary says so"
+
+# exclusive: turning it on deletes what is not tend's; plan lists each
+rm -rf src out out2 .tend tend.conf index.txt; mkdir -p src out/sub
+conf_site
+echo A > src/a; echo B > src/b; echo stray > out/stray; echo s2 > out/sub/s2
+run sync; expect_rc 0 "sync without exclusive"
+expect_file out/stray stray
+printf '\texclusive = true\n' >> tend.conf
+run plan; expect_rc 3 "exclusive switched on is pending"
+expect_in "$OUT" "- site out/stray  (not declared: the target is exclusive)" "a foreign file listed"
+expect_in "$OUT" "- site out/sub/  (not declared: the target is exclusive)" "a foreign directory listed"
+expect_in "$OUT" "2 to delete" "counted"
+run plan --json; json_ok "$OUT"
+expect_in "$OUT" '"path": "out/stray", "invalidation": null, "stray": true, "needs_full": false' "plan --json lists it"
+run sync; expect_rc 0 "exclusive applied"
+expect_gone out/stray; expect_gone out/sub; expect_file out/a A
+# files added later: drift for check, listed by plan, removed by sync --full
+echo x > out/later; mkdir out/d; ln -s "$WS/src/a" out/lnk
+run check; expect_rc 1 "a stray is drift"
+expect_in "$OUT" "drift out/later: not declared: the target is exclusive" "check names it"
+expect_in "$OUT" "drift out/lnk: not declared" "a link too"
+expect_in "$OUT" "drift out/d/: not declared" "a directory too"
+run plan; expect_rc 3 "strays are pending"
+expect_in "$OUT" "? site out/later  (not declared in an exclusive target: tend sync --full removes it)" "plan shows it"
+expect_not_in "$OUT" "No changes" "no false promise"
+run sync; expect_rc 0 "a plain sync leaves them"; expect_file out/later x
+run sync --full; expect_rc 0 "sync --full"
+expect_gone out/later; expect_gone out/lnk; expect_gone out/d
+expect_file src/a A
+expect_in "$OUT" "3 deleted" "counted as deleted"
+run check; expect_rc 0 "no drift after --full"
+run plan; expect_rc 0 "plan clean"; expect_in "$OUT" "No changes" "plan"
 finish
