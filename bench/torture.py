@@ -87,7 +87,8 @@ class Torture:
         self.durations = [0.05]
         self.stats = {"iterations": 0, "killed": 0, "finished": 0,
                       "by_timer": 0, "by_failpoint": 0, "full": 0,
-                      "deferred": 0, "locks": 0, "drops": 0}
+                      "deferred": 0, "locks": 0, "drops": 0,
+                      "conflicts": 0, "strays": 0}
         self.env = dict(os.environ, GIT_AUTHOR_NAME="t",
                         GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                         GIT_COMMITTER_EMAIL="t@t")
@@ -130,6 +131,16 @@ class Torture:
 \tsource = src
 \tdeclare = exec sh ../tools/multi.sh
 \ttarget = dir:multi
+\tmax-delete = 1000000
+[app "flat"]
+\tsource = src
+\ttarget = dir:flat
+\tname = {{name}}
+\tmax-delete = 1000000
+[app "idx"]
+\tsource = src
+\tdeclare = exec cat
+\ttarget = file:index.txt
 \tmax-delete = 1000000
 [app "pages"]
 \tsource = src
@@ -182,7 +193,7 @@ class Torture:
             fs = self.files()
             op = r.choice(["create", "create", "modify", "modify", "delete",
                            "rename", "rename_dir", "fail", "unfail", "chmod",
-                           "stray", "restore", "restore"])
+                           "stray", "restore", "restore", "collide"])
             if op == "restore" and not self.graveyard:
                 op = "delete"
             if op not in ("create", "stray", "restore") and len(fs) < 20:
@@ -231,6 +242,14 @@ class Torture:
                 data = open(p).read()
                 if data.startswith("FAIL"):
                     self.put(f, data[5:])
+            elif op == "collide":
+                # another file of the same name elsewhere: two
+                # declarations of one flat/ entry
+                d = r.choice(self.dirs())
+                dst = os.path.join(self.src, d, os.path.basename(f))
+                if not os.path.exists(dst):
+                    self.put(os.path.join(d, os.path.basename(f)),
+                             self.text())
             elif op == "chmod":
                 os.chmod(p, os.stat(p).st_mode ^ 0o100)
             elif op == "stray":
@@ -272,7 +291,8 @@ class Torture:
         args = ["sync", "--allow-delete"]
         if r.random() < 0.1:
             # a drop killed halfway: converge() runs it again
-            self.dropped = r.choice(["site", "gen", "multi", "pages"])
+            self.dropped = r.choice(["site", "gen", "multi", "pages",
+                                     "flat", "idx"])
             args = ["drop", self.dropped]
             self.stats["drops"] += 1
         elif r.random() < 0.2:
@@ -406,7 +426,10 @@ class Torture:
         rc, out, err = self.tend_run("ls", "--json", app)
         left = [s["path"] for s in json.loads(out)["states"]]
         self.expect(not left, "drop %s again left tracked %s" % (app, left[:5]))
-        if app == "pages":
+        if app == "idx":
+            left = ["index.txt"] if os.path.exists(
+                os.path.join(self.ws, "index.txt")) else []
+        elif app == "pages":
             ls = subprocess.run(["git", "-C", "repo.git", "ls-tree", "-r",
                                  "--name-only", "refs/heads/pages", "site/"],
                                 cwd=self.ws, stdout=subprocess.PIPE,
@@ -436,20 +459,60 @@ class Torture:
         srcs = {f: open(os.path.join(self.src, f), "rb").read()
                 for f in self.files()}
         failing = {f for f, d in srcs.items() if d.startswith(b"FAIL")}
+        byname = {}
+        for f in srcs:
+            byname.setdefault(os.path.basename(f), []).append(f)
+        collide = {n for n, fs in byname.items() if len(fs) > 1}
         errs = [l for l in err.splitlines() if l.strip()]
         # a kill inside libgit2's ref update leaves the ref's lock,
         # which the next tend clears and says so
         expected = [l for l in errs if l.startswith(("tend: gen: ",
                     "tend: multi: ")) and ("asks to fail" in l or
                                            "more entries failed" in l)]
+        expected += [l for l in errs if l.startswith("tend: flat: conflict: ")
+                     and any("flat/%s is declared" % n in l for n in collide)]
         locks = [l for l in errs if l.startswith("tend: removed ") and
                  "left by an interrupted tend" in l]
         bad = [l for l in errs if l not in expected and l not in locks]
         self.stats["locks"] += len(locks)
         self.expect(not bad, "clean sync: unexpected errors: %s" % bad[:5])
-        self.expect(rc == (1 if failing else 0),
-                    "clean sync: exit %d (%d failing sources): %s" %
-                    (rc, len(failing), err[-500:]))
+        self.expect(rc == (1 if failing or collide else 0),
+                    "clean sync: exit %d (%d failing sources, %d names "
+                    "collide): %s" % (rc, len(failing), len(collide),
+                                      err[-500:]))
+        if collide:
+            self.stats["conflicts"] += 1
+        self.expect(all(any("flat/%s is declared" % n in l for l in errs)
+                        for n in collide),
+                    "a collision not reported: %s" % sorted(collide)[:5])
+        # exclusive: strays made since are drift, and sync --full
+        # removes them (a plain sync never reads the target)
+        out = os.path.join(self.ws, "out")
+        left = sorted(n for n in (os.listdir(out) if os.path.isdir(out)
+                                  else []) if n.startswith("stray-")
+                      and n not in self.strays)
+        if left and self.knobs["site_exclusive"]:
+            rc2, o2, e2 = self.tend_run("check")
+            self.expect(rc2 == 1 and all("out/%s: not declared" % n in o2
+                                         for n in left),
+                        "check: exclusive strays %s not reported: %s" %
+                        (left, o2[-300:]))
+            rc2, o2, e2 = self.tend_run("sync", "--full", "--allow-delete")
+            self.expect(rc2 == rc, "sync --full for strays: exit %d" % rc2)
+            self.stats["strays"] += len(left)
+        # idx: every source, concatenated in path order (`exec cat`)
+        got = open(os.path.join(self.ws, "index.txt"), "rb").read() \
+            if os.path.exists(os.path.join(self.ws, "index.txt")) else None
+        self.expect(got == b"".join(srcs[f] for f in sorted(srcs)),
+                    "index.txt is not the sources in order (%r...)" %
+                    (got[:60] if got else got))
+        # flat: one source per name applied; a collision keeps what
+        # was there (whatever it is), nothing else
+        want = {n: (srcs[fs[0]], None) for n, fs in byname.items()
+                if len(fs) == 1}
+        have = self.check_dir("flat", want)
+        extra = [h for h in have if h not in byname]
+        self.expect(not extra, "flat: entries of no source %s" % extra[:5])
         # out: the sources, with file-mode, plus the strays that must live
         fmode = int(self.knobs["file_mode"], 8)
         want = {f: (d, fmode) for f, d in srcs.items()}
@@ -530,7 +593,10 @@ class Torture:
                               stdout=subprocess.PIPE).stdout
         self.expect(tip == tip2, "a second clean pass made a commit")
         rc, out, err = self.tend_run("plan")
-        self.expect(rc == (1 if failing else 0) and "No changes" in out,
+        self.expect(rc == (1 if failing or collide else 0) and
+                    ("failed, nothing planned" in out and
+                     "0 to create, 0 to update, 0 to delete" in out
+                     if failing or collide else "No changes" in out),
                     "plan after converging: exit %d: %s %s" %
                     (rc, out[-400:], err[-200:]))
 
@@ -581,11 +647,12 @@ def main():
     print("torture%s: seed %d, %d iterations converged, tend killed %d "
           "times (%d by timer, %d at a failpoint%s), %d runs finished "
           "before the kill, %d --full, %d drops, %d ref locks left and "
-          "cleared, %.1f s" %
+          "cleared, %d converged with name conflicts, %d exclusive strays "
+          "removed by --full, %.1f s" %
           (" --agent" if a.agent else "", a.seed, s["iterations"],
            s["killed"], s["by_timer"], s["by_failpoint"], deferred,
            s["finished"], s["full"], s["drops"], s["locks"],
-           time.time() - t0))
+           s["conflicts"], s["strays"], time.time() - t0))
     if ok or not a.keep:
         shutil.rmtree(t.ws, ignore_errors=True)
     else:
