@@ -766,6 +766,23 @@ sig_decode(const struct tend_bytes *v, struct sig *s)
 	return true;
 }
 
+/* A symlink's content is its target's text, never what it points to;
+ * `text` (PATH_MAX bytes) gets it too. */
+static int
+hash_link(int dirfd, const char *leaf, struct tend_fp *out, char *text)
+{
+	char buf[PATH_MAX];
+	ssize_t n = readlinkat(dirfd, leaf, buf, sizeof buf - 1);
+
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	*out = tend_fs_link_fp(buf);
+	if (text)
+		memcpy(text, buf, (size_t)n + 1);
+	return 0;
+}
+
 static int
 hash_file(int dirfd, const char *leaf, struct tend_fp *out)
 {
@@ -852,7 +869,8 @@ add_item(struct run *r, const char *rel, size_t len, const struct stat *st,
 		it.sig = old;
 		it.unchanged = true;
 	} else {
-		if (hash_file(dirfd, leaf, &it.sig.fp) != 0) {
+		if ((S_ISLNK(st->st_mode) ? hash_link(dirfd, leaf, &it.sig.fp,
+			 NULL) : hash_file(dirfd, leaf, &it.sig.fp)) != 0) {
 			/* unreadable: an error of this item, reported by its
 			 * component (the target keeps what it had) */
 			it.read_errno = errno ? errno : EIO;
@@ -1037,6 +1055,52 @@ declare_entry(struct tend_comp *c, struct run *r, const char *name,
 		tend_buf_put(&r->cur->outs, fp->b, 16);
 	}
 	return rc;
+}
+
+/* Does a symlink at `rel` to `text` lead out of the source (lexically:
+ * an absolute path, or more ".." than directories above it)? */
+static bool
+link_escapes(const char *rel, const char *text)
+{
+	int depth = 0;
+
+	if (text[0] == '/')
+		return true;
+	for (const char *p = rel; *p; p++)
+		depth += *p == '/';
+	for (const char *p = text; *p;) {
+		size_t n = strcspn(p, "/");
+
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			if (--depth < 0)
+				return true;
+		} else if (n && !(n == 1 && p[0] == '.'))
+			depth++;
+		p += n + (p[n] == '/');
+	}
+	return false;
+}
+
+/* A source symlink, declared as a symlink entry (symlinks = copy): its
+ * text, never what it points to. */
+static int
+declare_link(struct tend_comp *c, struct run *r, const char *name,
+    const char *rel, const char *src)
+{
+	char text[PATH_MAX];
+	struct tend_fp fp;
+
+	if (hash_link(AT_FDCWD, src, &fp, text) != 0)
+		return tend_error_set(TEND_ERROR, "%s/%s: readlink: %s",
+		    r->app->source, rel, strerror(errno));
+	if (strcmp(r->app->symlinks, "copy-any") != 0 &&
+	    link_escapes(rel, text))
+		return tend_error_set(TEND_EINVALID,
+		    "%s/%s: the symlink leads out of the source (to %s): not "
+		    "copied (symlinks = copy-any allows it)",
+		    r->app->source, rel, text);
+	return declare_entry(c, r, name, text, &fp, strlen(text),
+	    S_IFLNK | 0777);
 }
 
 int
@@ -1341,7 +1405,10 @@ item_body(struct tend_comp *c, void *arg)
 	it->outs = (struct tend_buf)TEND_BUF_INIT;
 	r->cur = it;
 	char *src = path_join(r->source, it->rel);
-	if (r->app->declare == TEND_DECLARE_COPY) {
+	if (r->app->declare == TEND_DECLARE_COPY &&
+	    S_ISLNK(it->sig.mode)) {
+		rc = declare_link(c, r, name.ptr, it->rel, src);
+	} else if (r->app->declare == TEND_DECLARE_COPY) {
 		rc = declare_entry(c, r, name.ptr, src, &it->sig.fp,
 		    it->sig.size, mode);
 	} else if (r->app->declare == TEND_DECLARE_EXEC && it->job_done) {
@@ -2246,6 +2313,7 @@ walk_opts(const struct tend_app_config *app, char **skip, size_t nskip)
 		.gitignore = app->gitignore,
 		.skip = skip,
 		.nskip = nskip,
+		.links = strcmp(app->symlinks, "skip") != 0,
 	};
 
 	return wo;
@@ -2395,8 +2463,10 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 		goto out;
 	}
 	struct tend_walk_opts wo = walk_opts(app, skip, nskip);
+	unsigned links_skipped = 0;
 	wo.on_dir = o->on_dir;
 	wo.dir_arg = o->dir_arg;
+	wo.links_skipped = &links_skipped;
 	scan.key = (struct tend_buf)TEND_BUF_INIT;
 	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
 		goto out;
@@ -2406,6 +2476,7 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	if (scan.started)
 		tend_store_iter_finish(&scan.it);
 	res->skipped = skipped;
+	res->links_skipped = links_skipped;
 	if (rc == 0) {
 		/* the walk yields path order already; sort only if a long
 		 * or odd name broke it */
@@ -2771,7 +2842,8 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 			       &v) == 0 &&
 		    sig_decode(&v, &old);
 		char *abs = path_join(r.source, p);
-		bool present = lstat(abs, &st) == 0 && S_ISREG(st.st_mode) &&
+		bool present = lstat(abs, &st) == 0 &&
+		    (S_ISREG(st.st_mode) || (wo.links && S_ISLNK(st.st_mode))) &&
 		    tend_walk_includes(r.source, &wo, p);
 		if (!present) {
 			free(abs);

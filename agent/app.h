@@ -124,6 +124,7 @@ struct tend_app_result {
 	uint64_t files;	  /* source files matched */
 	uint64_t hashed;  /* of which read and hashed (signature changed) */
 	uint64_t skipped; /* symlinks, unreadable entries */
+	uint64_t links_skipped; /* of which symlinks (symlinks = skip) */
 	uint64_t held_deletes; /* source items whose deletion was held */
 	uint64_t new_items;    /* source items seen for the first time */
 	uint64_t gone_items;   /* source items vanished (deletes not held) */

@@ -624,9 +624,12 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 				tend_buf_json(&out, app->name);
 				tend_buf_printf(&out, ", \"result\": %s, "
 						      "\"hashed\": %llu, "
-						      "\"status\": %d}",
+						      "\"symlinks_skipped\": "
+						      "%llu, \"status\": %d}",
 				    lp.text.ptr,
-				    (unsigned long long)res.hashed, rc ? 1 : 0);
+				    (unsigned long long)res.hashed,
+				    (unsigned long long)res.links_skipped,
+				    rc ? 1 : 0);
 			} else if (!c->quiet) {
 				printf("%s: %llu created, %llu updated, %llu "
 				       "deleted",
@@ -640,6 +643,11 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 				if (res.held_deletes)
 					printf(", %llu deletes held",
 					    (unsigned long long)res.held_deletes);
+				if (res.links_skipped)
+					printf(", %llu symlinks skipped "
+					       "(symlinks = copy copies them)",
+					    (unsigned long long)
+						res.links_skipped);
 				printf("; %llu files (%llu read) in %.2fs\n",
 				    (unsigned long long)res.files,
 				    (unsigned long long)res.hashed, dt);

@@ -228,20 +228,30 @@ walk_dir(struct walker *w, int dirfd, int depth)
 		/* directories are known from d_type: no stat for them */
 		if (e->d_type == DT_DIR) {
 			ents[n].dir = true;
-		} else if (e->d_type == DT_REG || e->d_type == DT_UNKNOWN) {
+		} else if (e->d_type == DT_REG || e->d_type == DT_UNKNOWN ||
+		    e->d_type == DT_LNK) {
 			if (fstatat(dirfd, nm, &ents[n].st,
 				AT_SYMLINK_NOFOLLOW) != 0) {
 				w->skipped++;
 				continue;
 			}
+			/* a symlink is never followed: a file of its own
+			 * (o->links), or skipped */
+			if (S_ISLNK(ents[n].st.st_mode) && !w->o->links) {
+				w->skipped++;
+				if (w->o->links_skipped)
+					(*w->o->links_skipped)++;
+				continue;
+			}
 			if (!S_ISREG(ents[n].st.st_mode) &&
-			    !S_ISDIR(ents[n].st.st_mode)) {
+			    !S_ISDIR(ents[n].st.st_mode) &&
+			    !S_ISLNK(ents[n].st.st_mode)) {
 				w->skipped++;
 				continue;
 			}
 			ents[n].dir = S_ISDIR(ents[n].st.st_mode);
 		} else {
-			w->skipped++; /* symlinks are never followed */
+			w->skipped++; /* sockets, fifos, devices */
 			continue;
 		}
 		ents[n].off = names.len;

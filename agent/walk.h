@@ -32,9 +32,14 @@ struct tend_walk_opts {
 	 * created in it after the read is missed */
 	void (*on_dir)(void *arg, const char *rel);
 	void *dir_arg;
+	/* symlinks: visited as files (their lstat; never followed), or
+	 * skipped and counted in *links_skipped (if set) */
+	bool links;
+	unsigned *links_skipped;
 };
 
-/* Called per regular file; return non-zero to stop the walk with it. */
+/* Called per regular file (and symlink, with o->links); return non-zero
+ * to stop the walk with it. */
 typedef int tend_walk_fn(const char *rel, size_t len, int dirfd,
     const char *leaf, const struct stat *st, void *arg);
 

@@ -56,6 +56,7 @@ struct tend_app_config {
 	unsigned jobs;	 /* 0: number of CPUs */
 	/* git */
 	char *ref, *prefix, *message, *author, *executable;
+	char *symlinks; /* skip | copy | copy-any */
 	struct tend_strv tags;
 	bool allow_checked_out;
 	/* TEND_DECLARE_CODE: set by the embedding program, not parsed */

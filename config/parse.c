@@ -220,6 +220,9 @@ static const struct opt opts[] = {
 	{"app", "exclusive", V_BOOL, A(exclusive), "false",
 	    "the target holds only declared entries; switching it on is "
 	    "destructive"},
+	{"app", "symlinks", V_STR, A(symlinks), "skip",
+	    "skip | copy (links inside the source) | copy-any; never "
+	    "followed"},
 	{"app", "manifest", V_BOOL, A(manifest), "false",
 	    "keep a manifest file listing every entry with its digest"},
 	{"app", "manifest-name", V_STR, A(manifest_name), ".tend-manifest",
@@ -458,6 +461,7 @@ app_defaults(struct tend_app_config *app)
 	app->ref = xstrdup("refs/heads/tend");
 	app->message = xstrdup("tend: sync {app}");
 	app->executable = xstrdup("keep");
+	app->symlinks = xstrdup("skip");
 }
 
 static struct tend_app_config *
@@ -847,6 +851,17 @@ tend_config_parse(const char *buf, size_t len, const char *origin,
 		    strcmp(a->executable, "always") != 0)
 			diag(diags, origin, a->line, k,
 			    "executable must be keep, never or always");
+		if (strcmp(a->symlinks, "skip") != 0 &&
+		    strcmp(a->symlinks, "copy") != 0 &&
+		    strcmp(a->symlinks, "copy-any") != 0)
+			diag(diags, origin, a->line, k,
+			    "symlinks must be skip, copy or copy-any");
+		else if (strcmp(a->symlinks, "skip") != 0 &&
+		    (a->declare != TEND_DECLARE_COPY ||
+			a->target == TEND_TARGET_FILE))
+			diag(diags, origin, a->line, k,
+			    "symlinks = %s needs declare = copy and a dir: or "
+			    "git: target", a->symlinks);
 		for (const char *q = a->name; *q; q++)
 			if (*q == '/' || (unsigned char)*q < 0x20) {
 				diag(diags, origin, a->line, k,
@@ -883,6 +898,7 @@ tend_config_finish(struct tend_config *cfg)
 		free(a->message);
 		free(a->author);
 		free(a->executable);
+		free(a->symlinks);
 		strv_finish(&a->tags);
 	}
 	free(cfg->apps);

@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,17 @@ decode_entry(const void *p, size_t len, struct tend_entry_spec *e,
 	src[len - 29] = '\0';
 	e->src = src;
 	return true;
+}
+
+struct tend_fp
+tend_fs_link_fp(const char *text)
+{
+	struct tend_hasher h;
+
+	tend_hasher_init(&h);
+	tend_hasher_str(&h, "tend-symlink");
+	tend_hasher_str(&h, text);
+	return tend_hasher_final(&h);
 }
 
 static void
@@ -476,7 +488,7 @@ entry_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 	}
 	if (!decode_entry(in->desired, in->desired_len, &a->spec, in->arena))
 		return tend_error_set(TEND_EINVALID, "fs: bad entry spec");
-	if (h->spec.file_mode)
+	if (h->spec.file_mode && !S_ISLNK(a->spec.mode))
 		a->spec.mode = h->spec.file_mode;
 	make_record(rec, &a->spec.fp, a->spec.mode);
 	if (tend_reconcile_settled(in, rec, REC_LEN))
@@ -550,9 +562,28 @@ entry_check(struct tend_handler *base, struct tend_context *ctx,
 	int dfd = c.fd[c.n - 1];
 	struct stat st;
 	rc = 0;
+	unsigned want = (unsigned)record->data[17] |
+	    (unsigned)record->data[18] << 8;
 	if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) != 0) {
 		tend_buf_puts(why, errno == ENOENT ? "missing" : strerror(errno));
 		rc = TEND_ECONFLICT;
+	} else if (S_ISLNK(want)) {
+		char text[PATH_MAX];
+		ssize_t len = S_ISLNK(st.st_mode) ? readlinkat(dfd, leaf, text,
+		    sizeof text - 1) : -1;
+		struct tend_fp fp;
+
+		if (len >= 0) {
+			text[len] = '\0';
+			fp = tend_fs_link_fp(text);
+		}
+		if (!S_ISLNK(st.st_mode)) {
+			tend_buf_puts(why, "not a symlink");
+			rc = TEND_ECONFLICT;
+		} else if (len < 0 || memcmp(fp.b, record->data + 1, 16) != 0) {
+			tend_buf_puts(why, "the link points elsewhere");
+			rc = TEND_ECONFLICT;
+		}
 	} else if (!S_ISREG(st.st_mode)) {
 		tend_buf_puts(why, "not a regular file");
 		rc = TEND_ECONFLICT;
@@ -834,6 +865,36 @@ tmp_name(char *buf, size_t size)
  * temporary name just before the rename; without O_TMPFILE, a named
  * file there.
  */
+/* A symlink entry: made under a temporary name in the directory, then
+ * renamed over the entry (never through a link: renameat replaces it). */
+static int
+put_link(int dirfd, const char *leaf, const struct entry_action *a, bool sync)
+{
+	char tmp[64];
+	int rc = 0;
+
+	for (int tries = 0;; tries++) {
+		tmp_name(tmp, sizeof tmp);
+		if (INJECTED("write", a->name))
+			return tend_error_set(TEND_ERROR, "symlink: %s",
+			    strerror(errno));
+		if (symlinkat(a->spec.src, dirfd, tmp) == 0)
+			break;
+		if (errno != EEXIST || tries == 100)
+			return tend_error_set(TEND_ERROR, "symlink: %s",
+			    strerror(errno));
+	}
+	if (INJECTED("rename", a->name) || renameat(dirfd, tmp, dirfd, leaf) != 0)
+		rc = tend_error_set(TEND_ERROR, "rename to %s: %s", leaf,
+		    strerror(errno));
+	else if (sync && (INJECTED("fsync", a->name) || fsync(dirfd) != 0))
+		return tend_error_set(TEND_ERROR, "fsync directory: %s",
+		    strerror(errno));
+	if (rc)
+		unlinkat(dirfd, tmp, 0);
+	return rc;
+}
+
 static int
 put_entry(int dirfd, int stagefd, const char *leaf,
     const struct entry_action *a, bool sync)
@@ -842,6 +903,8 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 	int fd = -1, rc, tmpdir = stagefd >= 0 ? stagefd : dirfd;
 	bool anon = false;
 
+	if (S_ISLNK(a->spec.mode))
+		return put_link(dirfd, leaf, a, sync);
 	if (stagefd < 0) {
 		fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
 		anon = fd >= 0;

@@ -36,13 +36,19 @@ struct tend_dir_spec {
 };
 
 /* An entry: copy `src` (absolute path of the content: a source file or a
- * staged exec output) whose content fingerprint is `fp`. */
+ * staged exec output) whose content fingerprint is `fp`. With S_IFLNK in
+ * `mode` it is a symlink instead: `src` is its text, `fp` is
+ * tend_fs_link_fp(text). */
 struct tend_entry_spec {
 	struct tend_fp fp;
 	uint64_t size;
-	unsigned mode; /* permission bits to apply */
+	unsigned mode; /* permission bits to apply (or S_IFLNK | 0777) */
 	const char *src;
 };
+
+/* The fingerprint of a symlink whose text is `text` (never of what it
+ * points to). */
+struct tend_fp tend_fs_link_fp(const char *text);
 
 /* Register "tend/dir" and "tend/file" on the engine. */
 int tend_fs_register(struct tend_engine *eng);

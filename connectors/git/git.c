@@ -133,13 +133,17 @@ injected(const char *point, const char *what, const char *subject)
 }
 
 /* One blob written loose from its file: libgit2 streams it. */
+/* An entry's blob: the file at `src`, or for a symlink (S_IFLNK in
+ * `mode`) the link's text, which `src` is. */
 static int
 blob_from_disk(git_repository *repo, const char *path, const char *src,
-    git_oid *id)
+    unsigned mode, git_oid *id)
 {
 	int rc = injected("git-odb-write", "write blob", path);
 
-	if (rc == 0 && git_blob_create_from_disk(id, repo, src))
+	if (rc == 0 && (S_ISLNK(mode)
+		? git_blob_create_from_buffer(id, repo, src, strlen(src))
+		: git_blob_create_from_disk(id, repo, src)))
 		rc = git_fail("write blob", path);
 	return rc;
 }
@@ -356,6 +360,8 @@ root_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 static unsigned
 git_mode(int policy, unsigned mode)
 {
+	if (S_ISLNK(mode))
+		return GIT_FILEMODE_LINK;
 	if (policy == TEND_GIT_NEVER)
 		return GIT_FILEMODE_BLOB;
 	if (policy == TEND_GIT_ALWAYS)
@@ -762,8 +768,12 @@ pack_job_run(void *arg)
 		size_t i = j->which[k];
 		struct git_action *a = j->puts[i];
 
-		if ((j->rc = injected("git-odb-write", "write blob", a->path)) ||
-		    (j->rc = read_all(a->e.src, &data)))
+		if ((j->rc = injected("git-odb-write", "write blob", a->path)))
+			break;
+		if (S_ISLNK(a->e.mode)) {
+			tend_buf_reset(&data);
+			tend_buf_puts(&data, a->e.src);
+		} else if ((j->rc = read_all(a->e.src, &data)))
 			break;
 		if (git_odb_hash(&j->ids[i], data.ptr, data.len,
 			GIT_OBJECT_BLOB))
@@ -818,6 +828,7 @@ pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
 			continue;
 		if (puts[i]->e.size > PACK_MAX_BLOB)
 			rc = blob_from_disk(repo, puts[i]->path, puts[i]->e.src,
+			    puts[i]->e.mode,
 			    &ids[i]);
 		else {
 			fresh[nfresh++] = i;
@@ -1319,6 +1330,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			if (packed)
 				ups[k].u.id = packed[nput++];
 			else if ((rc = blob_from_disk(repo, a->path, a->e.src,
+				      a->e.mode,
 				      &ups[k].u.id)))
 				break;
 			ups[k].u.action = GIT_TREE_UPDATE_UPSERT;
@@ -1481,11 +1493,20 @@ entries_check(struct tend_handler *base, struct tend_context *ctx,
 		    (unsigned)record->data[18] << 8 |
 		    (unsigned)record->data[19] << 16;
 
-		tend_hasher_init(&hs);
-		tend_hasher_begin_stream(&hs);
-		tend_hasher_raw(&hs, git_blob_rawcontent(b),
-		    (size_t)git_blob_rawsize(b));
-		struct tend_fp fp = tend_hasher_final(&hs);
+		struct tend_fp fp;
+		if (mode == GIT_FILEMODE_LINK) {
+			/* a symlink's record is of its text (fs.h) */
+			char *text = strndup(git_blob_rawcontent(b),
+			    (size_t)git_blob_rawsize(b));
+			fp = tend_fs_link_fp(text ? text : "");
+			free(text);
+		} else {
+			tend_hasher_init(&hs);
+			tend_hasher_begin_stream(&hs);
+			tend_hasher_raw(&hs, git_blob_rawcontent(b),
+			    (size_t)git_blob_rawsize(b));
+			fp = tend_hasher_final(&hs);
+		}
 		if (memcmp(fp.b, record->data + 1, 16) != 0)
 			tend_buf_printf(why, "content differs in %s", h->ref);
 		else if ((unsigned)git_tree_entry_filemode(e) != mode)
