@@ -6,8 +6,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -173,6 +176,203 @@ quoting_escapes_and_continuations(void **state)
 }
 
 static void
+want_errs(const char *text, const char *const *want, size_t nwant, size_t n)
+{
+	struct tend_config cfg;
+	char *errs;
+	size_t lines = 0;
+
+	assert_int_equal(parse(text, &cfg, &errs), -1);
+	for (size_t i = 0; i < nwant; i++)
+		if (!strstr(errs, want[i]))
+			fail_msg("missing \"%s\" in:\n%s", want[i], errs);
+	for (const char *p = errs; (p = strchr(p, '\n')); p++)
+		lines++;
+	if (lines != n)
+		fail_msg("%zu diagnostics, want %zu:\n%s", lines, n, errs);
+	free(errs);
+}
+
+static void
+parses_ok(const char *text)
+{
+	struct tend_config cfg;
+	char *errs;
+
+	if (parse(text, &cfg, &errs) != 0)
+		fail_msg("refused:\n%s", errs);
+	free(errs);
+	tend_config_finish(&cfg);
+}
+
+/* issue 15: apps whose targets overlap overwrote each other's entries */
+static void
+overlapping_targets_name_both_apps(void **state)
+{
+	(void)state;
+	const char *nested[] = {
+	    "tend.conf:6: app.b.target: dir:out/sub is inside dir:out, the "
+	    "target of app \"a\" (tend.conf:3)",
+	    "(e.g. dir:out/a and dir:out/b)"};
+	want_errs("[app \"a\"]\n"
+		  "\tsource = s1\n"
+		  "\ttarget = dir:out\n"
+		  "[app \"b\"]\n"
+		  "\tsource = s2\n"
+		  "\ttarget = dir:out/sub\n",
+	    nested, 2, 1);
+	/* the other way round, and written oddly: the same place */
+	const char *holds[] = {
+	    "tend.conf:5: app.b.target: dir:./x/../out holds dir:out//sub/., "
+	    "the target of app \"a\" (tend.conf:2)",
+	    "(e.g. dir:out/a and dir:out/b)"};
+	want_errs("[app \"a\"]\n\ttarget = dir:out//sub/.\n\tsource = s1\n"
+		  "[app \"b\"]\n\ttarget = dir:./x/../out\n\tsource = s2\n",
+	    holds, 2, 1);
+	/* a line not set by a key: the header's */
+	const char *file[] = {
+	    "tend.conf:8: app.b.target: file:out/a.md is inside dir:out, the "
+	    "target of app \"a\" (tend.conf:3)"};
+	want_errs("[app \"a\"]\n"
+		  "\tsource = s1\n"
+		  "\ttarget = dir:out\n"
+		  "[app \"b\"]\n"
+		  "\tsource = s2\n"
+		  "\tdeclare = exec cat\n"
+		  "\n"
+		  "\ttarget = file:out/a.md\n",
+	    file, 1, 1);
+	const char *files[] = {
+	    "tend.conf:7: app.b.target: file:all.txt is file:./all.txt, the "
+	    "target of app \"a\" (tend.conf:3)"};
+	want_errs("[app \"a\"]\n"
+		  "\tsource = s1\n"
+		  "\ttarget = file:./all.txt\n"
+		  "\tdeclare = exec cat\n"
+		  "[app \"b\"]\n"
+		  "\tsource = s2\n"
+		  "\ttarget = file:all.txt\n"
+		  "\tdeclare = exec cat\n",
+	    files, 1, 1);
+	/* side by side is fine, and so is a name that only starts alike */
+	parses_ok("[app \"a\"]\n\tsource = s1\n\ttarget = dir:out/a\n"
+		  "[app \"b\"]\n\tsource = s2\n\ttarget = dir:out/b\n"
+		  "[app \"c\"]\n\tsource = s2\n\ttarget = dir:out/a-c\n"
+		  "[app \"d\"]\n\tsource = s2\n\ttarget = file:out/d.txt\n"
+		  "\tdeclare = exec cat\n");
+}
+
+static void
+git_apps_overlap_on_one_ref(void **state)
+{
+	(void)state;
+	const char *want[] = {
+	    "tend.conf:10: app.b.prefix: prefix \"site/x/\" of "
+	    "refs/heads/pages in git:./repo/.git is inside prefix \"site\" of "
+	    "app \"a\" (tend.conf:5)",
+	    "tend.conf:13: app.c.ref: the whole tree of refs/heads/pages in "
+	    "git:repo holds prefix \"site\" of app \"a\" (tend.conf:5)"};
+	want_errs("[app \"a\"]\n"
+		  "\tsource = src\n"
+		  "\ttarget = git:repo\n"
+		  "\tref = refs/heads/pages\n"
+		  "\tprefix = site\n"
+		  "[app \"b\"]\n"
+		  "\tsource = src\n"
+		  "\ttarget = git:./repo/.git\n"
+		  "\tref = refs/heads/pages\n"
+		  "\tprefix = site/x/\n"
+		  "[app \"c\"]\n"
+		  "\tsource = src\n"
+		  "\tref = refs/heads/pages\n"
+		  "\ttarget = git:repo\n",
+	    want, 2, 2);
+	/* other refs, other repositories, prefixes side by side, and a dir
+	 * target inside the repository's working tree */
+	parses_ok("[app \"a\"]\n\tsource = src\n\ttarget = git:repo\n"
+		  "\tref = refs/heads/pages\n"
+		  "[app \"b\"]\n\tsource = src\n\ttarget = git:repo\n"
+		  "\tref = refs/heads/other\n"
+		  "[app \"c\"]\n\tsource = src\n\ttarget = git:repo2\n"
+		  "\tref = refs/heads/pages\n"
+		  "[app \"d\"]\n\tsource = src\n\ttarget = git:repo2\n"
+		  "\tref = refs/heads/tend\n\tprefix = site/a\n"
+		  "[app \"e\"]\n\tsource = src\n\ttarget = git:repo2\n"
+		  "\tprefix = site/b\n"
+		  "[app \"f\"]\n\tsource = src\n\ttarget = dir:repo/out\n");
+}
+
+static void
+feedback_loops_are_refused(void **state)
+{
+	(void)state;
+	const char *own[] = {
+	    "tend.conf:3: app.a.target: dir:src/ is the app's own source "
+	    "\"src\" (tend.conf:2)",
+	    "tend.conf:6: app.b.target: dir:docs holds the app's own source "
+	    "\"docs/in\" (tend.conf:5)"};
+	want_errs("[app \"a\"]\n\tsource = src\n\ttarget = dir:src/\n"
+		  "[app \"b\"]\n\tsource = docs/in\n\ttarget = dir:docs\n",
+	    own, 2, 2);
+	const char *two[] = {
+	    "tend.conf:3: app.a.target: dir:outa is inside the source \".\" "
+	    "of app \"b\" (tend.conf:5), whose target dir:outb is inside the "
+	    "source \".\" of this app (tend.conf:2): a feedback loop"};
+	want_errs("[app \"a\"]\n\tsource = .\n\ttarget = dir:outa\n"
+		  "[app \"b\"]\n\tsource = .\n\ttarget = dir:outb\n",
+	    two, 1, 1);
+	const char *three[] = {
+	    "tend.conf:3: app.a.target: dir:docs/a is inside the source "
+	    "\"docs\" of app \"b\" (tend.conf:5), whose target dir:x is the "
+	    "source \"x\" of app \"c\" (tend.conf:8), whose target dir:src/c "
+	    "is inside the source \"src\" of this app (tend.conf:2)"};
+	want_errs("[app \"a\"]\n\tsource = src\n\ttarget = dir:docs/a\n"
+		  "[app \"b\"]\n\tsource = docs\n\ttarget = dir:x\n"
+		  "[app \"c\"]\n\tsource = x\n\ttarget = dir:src/c\n",
+	    three, 1, 1);
+	/* a target inside its own source is skipped by the walk; a chain
+	 * that does not come back is a pipeline */
+	parses_ok("[app \"root\"]\n\tsource = .\n\ttarget = dir:out\n"
+		  "[app \"html\"]\n\tsource = docs\n\ttarget = dir:public\n"
+		  "[app \"pages\"]\n\tsource = public\n\ttarget = git:.\n");
+}
+
+/* with the workspace directory, a symbolic link and its directory are
+ * one place */
+static void
+symlinked_targets_overlap(void **state)
+{
+	char root[] = "/tmp/tend-config-XXXXXX", path[64];
+	const char *text = "[app \"a\"]\n\tsource = s1\n\ttarget = dir:out\n"
+			   "[app \"b\"]\n\tsource = s2\n"
+			   "\ttarget = dir:link/sub\n";
+	struct tend_config cfg;
+	struct tend_diags d = {0};
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	snprintf(path, sizeof path, "%s/out", root);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof path, "%s/link", root);
+	assert_int_equal(symlink("out", path), 0);
+	assert_int_equal(tend_config_parse(text, strlen(text), "tend.conf",
+			     &cfg, &d), 0);
+	tend_config_finish(&cfg);
+	assert_int_equal(tend_config_parse_in(text, strlen(text), "tend.conf",
+			     root, &cfg, &d), -1);
+	char *errs = tend_diags_format(&d);
+	assert_non_null(strstr(errs, "tend.conf:6: app.b.target: dir:link/sub "
+				     "is inside dir:out, the target of app "
+				     "\"a\" (tend.conf:3)"));
+	free(errs);
+	tend_diags_finish(&d);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/out", root);
+	rmdir(path);
+	rmdir(root);
+}
+
+static void
 defaults_are_set(void **state)
 {
 	struct tend_config cfg;
@@ -226,6 +426,10 @@ main(void)
 		cmocka_unit_test(quoting_escapes_and_continuations),
 		cmocka_unit_test(defaults_are_set),
 		cmocka_unit_test(durations_parse),
+		cmocka_unit_test(overlapping_targets_name_both_apps),
+		cmocka_unit_test(git_apps_overlap_on_one_ref),
+		cmocka_unit_test(feedback_loops_are_refused),
+		cmocka_unit_test(symlinked_targets_overlap),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
