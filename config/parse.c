@@ -177,7 +177,7 @@ parse_bool(const char *s, bool *out)
 /* ---- the schema table ---- */
 
 enum vtype { V_STR, V_STRV, V_BOOL, V_DURATION, V_MODE, V_INT, V_DECLARE,
-	V_TARGET };
+	V_TARGET, V_REF, V_TAG };
 
 struct opt {
 	const char *section; /* "tend" or "app" */
@@ -230,7 +230,7 @@ static const struct opt opts[] = {
 	    "deletes per pass per target before the brake holds them"},
 	{"app", "jobs", V_INT, A(jobs), "0",
 	    "exec declarations run at once (0: number of CPUs)"},
-	{"app", "ref", V_STR, A(ref), "refs/heads/tend",
+	{"app", "ref", V_REF, A(ref), "refs/heads/tend",
 	    "git: the ref to commit to"},
 	{"app", "prefix", V_STR, A(prefix), NULL,
 	    "git: subtree inside each commit"},
@@ -240,7 +240,7 @@ static const struct opt opts[] = {
 	    "git: \"Name <email>\" of the commits"},
 	{"app", "executable", V_STR, A(executable), "keep",
 	    "git: keep | never | always; changing it is lossy"},
-	{"app", "tag", V_STRV, A(tags), NULL,
+	{"app", "tag", V_TAG, A(tags), NULL,
 	    "git: lightweight tag kept on the synced commit (repeatable)"},
 	{"app", "allow-checked-out", V_BOOL, A(allow_checked_out), "false",
 	    "git: write a ref that is checked out in a working tree"},
@@ -326,17 +326,97 @@ struct ctx {
 	struct tend_config *cfg;
 };
 
+/*
+ * Why `name` is not a ref name git accepts, or NULL: git
+ * check-ref-format's rules, which libgit2's git_reference_name_is_valid
+ * applies too (this module does not link libgit2).
+ */
+static const char *
+refname_fault(const char *name)
+{
+	size_t len = strlen(name);
+
+	if (len == 0 || name[0] == '/' || name[len - 1] == '/')
+		return "it begins or ends with /";
+	if (name[len - 1] == '.')
+		return "it ends with .";
+	if (strcmp(name, "@") == 0)
+		return "@ alone is not a name";
+	for (const char *p = name; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		if (c < 040 || c == 0177 || strchr(" ~^:?*[\\", c))
+			return "it holds a space, a control character or one "
+			       "of ~ ^ : ? * [ \\";
+		if (p[0] == '.' && p[1] == '.')
+			return "it holds ..";
+		if (p[0] == '@' && p[1] == '{')
+			return "it holds @{";
+		if (p[0] == '/' && p[1] == '/')
+			return "it holds //";
+	}
+	for (const char *c = name; c; c = strchr(c, '/')) {
+		if (*c == '/')
+			c++;
+		size_t cl = strcspn(c, "/");
+		if (c[0] == '.')
+			return "a component begins with .";
+		if (cl >= 5 && strncmp(c + cl - 5, ".lock", 5) == 0)
+			return "a component ends with .lock";
+	}
+	return NULL;
+}
+
+/* The git connector would refuse a bad ref deep inside a pass, at sync
+ * time, naming an internal component: say it here, with the line. */
+static bool
+valid_ref(struct ctx *x, const char *value, int line, const char *fullkey)
+{
+	const char *why = strncmp(value, "refs/", 5) != 0
+	    ? "a ref is a full name under refs/"
+	    : refname_fault(value);
+
+	if (!why)
+		return true;
+	diag(x->d, x->file, line, fullkey,
+	    "\"%s\" is not a valid git ref: %s (e.g. refs/heads/pages)",
+	    value, why);
+	return false;
+}
+
+static bool
+valid_tag(struct ctx *x, const char *value, int line, const char *fullkey)
+{
+	size_t n = strlen(value) + 16;
+	char *full = xmalloc(n);
+	const char *why;
+
+	snprintf(full, n, "refs/tags/%s", value);
+	why = refname_fault(full);
+	free(full);
+	if (!why)
+		return true;
+	diag(x->d, x->file, line, fullkey,
+	    "\"%s\" is not a valid git tag name: %s", value, why);
+	return false;
+}
+
 static int
 store(struct ctx *x, const struct opt *o, void *base, const char *value,
     int line, const char *fullkey)
 {
 	char *p = (char *)base + o->off;
 
+	if ((o->type == V_REF && !valid_ref(x, value, line, fullkey)) ||
+	    (o->type == V_TAG && !valid_tag(x, value, line, fullkey)))
+		return -1;
 	switch (o->type) {
+	case V_REF:
 	case V_STR:
 		free(*(char **)(void *)p);
 		*(char **)(void *)p = xstrdup(value);
 		return 0;
+	case V_TAG:
 	case V_STRV:
 		strv_push((struct tend_strv *)(void *)p, value);
 		return 0;

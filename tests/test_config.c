@@ -372,6 +372,42 @@ symlinked_targets_overlap(void **state)
 	rmdir(root);
 }
 
+/* a bad ref failed at sync time, exit 1, naming an internal component */
+static void
+git_ref_and_tag_names_are_checked(void **state)
+{
+	static const char *const bad[] = {"pages", "heads/pages",
+	    "refs/heads/a..b", "refs/heads/.x", "refs/heads/x.lock",
+	    "refs/heads/x.", "refs/heads/x/", "refs//x", "refs/heads/a b",
+	    "refs/heads/a~1", "refs/heads/a^", "refs/heads/a:b",
+	    "refs/heads/a?", "refs/heads/a*", "refs/heads/a[",
+	    "refs/heads/a\\\\b", "refs/heads/a@{1}"};
+	static const char *const good[] = {"refs/heads/tend",
+	    "refs/heads/feature/x-1", "refs/tags/v1.0", "refs/pages",
+	    "refs/heads/a@b"};
+	char text[256], want[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		snprintf(text, sizeof text,
+		    "[app \"g\"]\nsource = s\ntarget = git:r\nref = %s\n", bad[i]);
+		snprintf(want, sizeof want, "tend.conf:4: app.g.ref: \"");
+		const char *w[] = {want, "\" is not a valid git ref"};
+		want_errs(text, w, 2, 1);
+	}
+	for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+		snprintf(text, sizeof text,
+		    "[app \"g\"]\nsource = s\ntarget = git:r\nref = %s\n",
+		    good[i]);
+		parses_ok(text);
+	}
+	const char *tag[] = {"tend.conf:5: app.g.tag: \"a b\" is not a valid "
+			     "git tag name"};
+	want_errs("[app \"g\"]\nsource = s\ntarget = git:r\ntag = ok\n"
+		  "tag = \"a b\"\n",
+	    tag, 1, 1);
+}
+
 static void
 defaults_are_set(void **state)
 {
@@ -430,6 +466,7 @@ main(void)
 		cmocka_unit_test(git_apps_overlap_on_one_ref),
 		cmocka_unit_test(feedback_loops_are_refused),
 		cmocka_unit_test(symlinked_targets_overlap),
+		cmocka_unit_test(git_ref_and_tag_names_are_checked),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);

@@ -135,6 +135,21 @@ run sync; expect_rc 0 "git apps side by side"
 expect_file repo/out/d.md d
 rm -rf .tend repo repo2; git init -q repo
 
+# a bad ref: at load time with its line, not at sync time deep in a pass
+cat > tend.conf <<'CONF'
+[app "g"]
+	source = src
+	target = git:repo
+	ref = refs/heads/a..b
+	tag = "latest build"
+CONF
+refused "bad ref" sync \
+	'tend.conf:4: app.g.ref: "refs/heads/a..b" is not a valid git ref' \
+	'tend.conf:5: app.g.tag: "latest build" is not a valid git tag name'
+refused "bad ref" plan 'tend.conf:4: app.g.ref'
+printf '[app "g"]\n\tsource = src\n\ttarget = git:repo\n\tref = pages\n' > tend.conf
+refused "ref outside refs/" sync 'tend.conf:4: app.g.ref: "pages" is not a valid git ref: a ref is a full name under refs/'
+
 # feedback loops: a target that is its source, or two apps each writing
 # into the other's source
 cat > tend.conf <<'CONF'
