@@ -633,9 +633,12 @@ skip_line(struct lex *l)
 }
 
 /* A value up to the end of the line: quotes, escapes, continuation,
- * trailing comments, surrounding space trimmed (inner space kept). */
+ * trailing comments, surrounding space trimmed (inner space kept).
+ * *cut is the character that began a comment after the value (0: none),
+ * *bare whether any of it stood outside double quotes. */
 static char *
-read_value(struct ctx *x, struct lex *l, const char *fullkey, bool *bad)
+read_value(struct ctx *x, struct lex *l, const char *fullkey, bool *bad,
+    char *cut, bool *bare)
 {
 	size_t cap = 64, n = 0, keep = 0;
 	char *v = xmalloc(cap);
@@ -657,14 +660,19 @@ read_value(struct ctx *x, struct lex *l, const char *fullkey, bool *bad)
 			*bad = true;
 			break;
 		}
-		if (!quoted && (c == '#' || c == ';'))
+		if (!quoted && (c == '#' || c == ';')) {
+			*cut = c;
 			break;
+		}
 		l->p++;
 		if (c == '"') {
 			quoted = !quoted;
 			keep = n;
 			continue;
 		}
+		if (!quoted && c != ' ' && c != '\t' && c != '\r' &&
+		    c != '\\')
+			*bare = true;
 		if (c == '\\') {
 			char e = l->p < l->end ? *l->p++ : '\0';
 
@@ -683,11 +691,17 @@ read_value(struct ctx *x, struct lex *l, const char *fullkey, bool *bad)
 				v[n++] = e;
 				break;
 			default:
-				diag(x->d, x->file, l->line, fullkey,
-				    "unknown escape \\%c", e ? e : '0');
+				/* one message per value, however many */
+				if (!*bad)
+					diag(x->d, x->file, l->line, fullkey,
+					    "unknown escape \\%c (inside a value, "
+					    "\\ is written \\\\)",
+					    e ? e : '0');
 				*bad = true;
 				break;
 			}
+			if (!quoted)
+				*bare = true;
 			keep = n;
 			continue;
 		}
@@ -703,6 +717,59 @@ read_value(struct ctx *x, struct lex *l, const char *fullkey, bool *bad)
 	v[keep] = '\0';
 	skip_line(l);
 	return v;
+}
+
+/*
+ * git-config's comments cut a shell command without a word:
+ * `declare = exec sed 's/a/b/;s/c/d/'` stores `sed 's/a/b/`, and every
+ * file then fails with a shell syntax error (`plan` runs it too). A
+ * comment after an exec value that is not wholly in double quotes, or a
+ * quote the shell would find open, is refused (true after the
+ * diagnostic). A comment after any other value stays allowed.
+ */
+static bool
+exec_cut(struct ctx *x, int line, const char *fullkey, const char *section,
+    const char *sub, const char *key, const char *value, char cut, bool bare)
+{
+	char open = 0;
+
+	if (!sub || strcmp(section, "app") != 0 ||
+	    strcasecmp(key, "declare") != 0 || strncmp(value, "exec", 4) != 0 ||
+	    (value[4] != ' ' && value[4] != '\0'))
+		return false;
+	/* sh's quoting: '' takes everything literally, "" and bare text
+	 * take a backslash as an escape */
+	for (const char *p = value + 4; *p; p++) {
+		if (open == '\'') {
+			if (*p == '\'')
+				open = 0;
+		} else if (*p == '\\' && p[1])
+			p++;
+		else if (open == '"') {
+			if (*p == '"')
+				open = 0;
+		} else if (*p == '\'' || *p == '"')
+			open = *p;
+	}
+	if (!(cut && bare) && !open)
+		return false;
+	const char *cmd = value[4] ? value + 5 : "";
+	const char *fix = "write the whole value in double quotes, with \\\" "
+			  "for \" and \\\\ for \\ inside them, e.g. declare = "
+			  "\"exec sed 's/a/b/;s/c/d/'\", and a comment on a line "
+			  "of its own";
+	if (cut && bare)
+		diag(x->d, x->file, line, fullkey,
+		    "the command is cut at '%c': # and ; start a comment "
+		    "outside double quotes, so the shell would run \"%s\"%s; "
+		    "%s",
+		    cut, cmd, open == '\'' ? " (with a ' left open)"
+			: open ? " (with a \" left open)" : "", fix);
+	else
+		diag(x->d, x->file, line, fullkey,
+		    "the command \"%s\" leaves a %c open (# and ; start a "
+		    "comment outside double quotes); %s", cmd, open, fix);
+	return true;
 }
 
 static bool
@@ -1213,11 +1280,11 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 			skip_line(&l);
 			continue;
 		}
-		char *value;
-		bool bad = false;
+		char *value, cut = 0;
+		bool bad = false, bare = false;
 		if (l.p < l.end && *l.p == '=') {
 			l.p++;
-			value = read_value(&x, &l, fullkey, &bad);
+			value = read_value(&x, &l, fullkey, &bad, &cut, &bare);
 		} else if (l.p >= l.end || *l.p == '\n' || *l.p == '#' ||
 		    *l.p == ';') {
 			value = xstrdup("true"); /* git: a bare key is true */
@@ -1231,7 +1298,8 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 		if (!section)
 			diag(diags, origin, line, fullkey,
 			    "key outside of any section");
-		else if (!bad)
+		else if (!bad && !exec_cut(&x, line, fullkey, section, sub,
+				     key, value, cut, bare))
 			entry(&x, section, sub, key, value, line);
 		free(key);
 		free(value);

@@ -160,11 +160,12 @@ syntax_errors_have_lines(void **state)
 static void
 quoting_escapes_and_continuations(void **state)
 {
+	/* no comment after the exec value: that is refused (below) */
 	const char *text = "[app \"a\"]\n"
 			   "source = src\n"
 			   "target = dir:out\n"
 			   "declare = exec printf \"%s\\n\" \\\n"
-			   "   more  # comment\n";
+			   "   more\n";
 	struct tend_config cfg;
 	char *errs;
 
@@ -175,6 +176,7 @@ quoting_escapes_and_continuations(void **state)
 	tend_config_finish(&cfg);
 }
 
+/* Every diagnostic wanted is in errs, and there are `n` of them. */
 static void
 want_errs(const char *text, const char *const *want, size_t nwant, size_t n)
 {
@@ -408,6 +410,59 @@ git_ref_and_tag_names_are_checked(void **state)
 	    tag, 1, 1);
 }
 
+/* issue 15: `;` and `#` cut an exec command without a word */
+static void
+exec_cut_by_a_comment_is_refused(void **state)
+{
+	(void)state;
+	const char *semi[] = {
+	    "tend.conf:4: app.a.declare: the command is cut at ';'",
+	    "the shell would run \"sed 's/a/b/\" (with a ' left open)",
+	    "e.g. declare = \"exec sed 's/a/b/;s/c/d/'\""};
+	want_errs("[app \"a\"]\n\tsource = src\n\ttarget = dir:out\n"
+		  "\tdeclare = exec sed 's/a/b/;s/c/d/'\n",
+	    semi, 3, 1);
+	const char *hash[] = {
+	    "tend.conf:3: app.a.declare: the command is cut at '#'",
+	    "the shell would run \"foo\";"};
+	want_errs("[app \"a\"]\n\tsource = src\n\tdeclare = exec foo # bar\n"
+		  "\ttarget = dir:out\n",
+	    hash, 2, 1);
+	/* no comment, but a quote left open */
+	const char *open[] = {"tend.conf:2: app.a.declare: the command "
+			      "\"tr \"a b\" leaves a \" open"};
+	want_errs("[app \"a\"]\n\tdeclare = exec tr \\\"a b\n"
+		  "\tsource = src\n\ttarget = dir:out\n",
+	    open, 1, 1);
+	/* the advice works: the whole value in double quotes, with \" and
+	 * \\, and then a comment after it is no cut */
+	struct tend_config cfg;
+	char *errs;
+	const char *ok = "[app \"a\"]\n\tsource = src  # comment\n"
+			 "\tinclude = *.md  ; markdown\n"
+			 "\ttarget = dir:out\n"
+			 "\tdeclare = \"exec sed 's/a/b/;s/c/d/' | tr -d \\\"\\\\\\\\\\\"\" "
+			 "# quoted\n";
+	assert_int_equal(parse(ok, &cfg, &errs), 0);
+	assert_string_equal(cfg.apps[0].declare_arg,
+	    "sed 's/a/b/;s/c/d/' | tr -d \"\\\\\"");
+	assert_string_equal(cfg.apps[0].include.v[0], "*.md");
+	assert_string_equal(cfg.apps[0].source, "src");
+	free(errs);
+	tend_config_finish(&cfg);
+}
+
+/* a line with several bad escapes said so once per escape */
+static void
+bad_escapes_are_reported_once_a_line(void **state)
+{
+	(void)state;
+	const char *want[] = {"tend.conf:2: app.a.declare: unknown escape \\q"};
+	want_errs("[app \"a\"]\n\tdeclare = exec tr a\\q\\w\\e b\n"
+		  "\tsource = src\n\ttarget = dir:out\n",
+	    want, 1, 1);
+}
+
 static void
 defaults_are_set(void **state)
 {
@@ -467,6 +522,8 @@ main(void)
 		cmocka_unit_test(feedback_loops_are_refused),
 		cmocka_unit_test(symlinked_targets_overlap),
 		cmocka_unit_test(git_ref_and_tag_names_are_checked),
+		cmocka_unit_test(exec_cut_by_a_comment_is_refused),
+		cmocka_unit_test(bad_escapes_are_reported_once_a_line),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);

@@ -1,7 +1,7 @@
 #!/bin/sh
-# Configurations that would make apps fight are refused
+# Configurations that would make apps fight or cut a command are refused
 # when tend.conf is loaded, by every command, naming both apps and both
-# tend.conf:LINE, exit 2, nothing written (issue 15, item 2).
+# tend.conf:LINE, exit 2, nothing written (issue 15, items 2 and 6).
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 CTL="python3 $HERE/agentctl.py $WS/.tend/agent.sock"
@@ -190,6 +190,52 @@ run sync; expect_rc 0 "pipeline"
 expect_file txt/top.txt t
 [ "$(git -C repo show refs/heads/pages:a.md 2>/dev/null)" = ac ] || fail "pipeline: public/a.md committed"
 rm -rf .tend txt public top.txt
+
+# item 6: ';' and '#' in an exec command start a comment and cut it
+cat > tend.conf <<'CONF'
+[app "e"]
+	source = src
+	target = dir:out
+	declare = exec touch ran; sed 's/a/b/;s/c/d/'
+CONF
+refused "exec ;" plan \
+	"tend.conf:4: app.e.declare: the command is cut at ';'" \
+	"the shell would run \"touch ran\"" \
+	"declare = \"exec sed 's/a/b/;s/c/d/'\""
+expect_gone src/ran
+refused "exec ;" sync "tend.conf:4: app.e.declare: the command is cut at ';'"
+expect_gone src/ran
+cat > tend.conf <<'CONF'
+[app "e"]
+	source = src
+	target = dir:out
+	declare = exec sed 's/a/b/;s/c/d/'
+CONF
+refused "exec quote" plan "tend.conf:4: app.e.declare: the command is cut at ';'" "(with a ' left open)"
+cat > tend.conf <<'CONF'
+[app "e"]
+	source = src
+	declare = exec touch ran   # and a comment
+	target = dir:out
+CONF
+refused "exec #" plan "tend.conf:3: app.e.declare: the command is cut at '#'"
+expect_gone src/ran
+# the advice works: the whole value in double quotes; comments after
+# other values, and after a wholly quoted one, stay allowed
+cat > tend.conf <<'CONF'
+[app "e"]
+	source = src   # the sources
+	include = *.md ; markdown
+	declare = "exec sed 's/a/b/;s/c/d/'"   # quoted: whole
+	target = dir:out
+CONF
+run sync; expect_rc 0 "quoted exec"
+expect_file out/a.md bd
+rm -rf .tend out
+# several bad escapes on a line: one message
+printf '[app "e"]\n\tsource = src\n\ttarget = dir:out\n\tdeclare = exec sed s/\\./x/\\q\n' > tend.conf
+run plan; expect_rc 2 "bad escapes"
+[ "$(printf '%s\n' "$ERR" | grep -c 'unknown escape')" = 1 ] || fail "bad escapes: one message per line, got: $ERR"
 
 # the documented examples load: README's two app blocks together, the
 # manual's, and the bundled workspace
