@@ -150,7 +150,8 @@ tend_ws_load(struct tend_ws *ws, const char *dir, const char *conf,
 	close(fd);
 	struct tend_diags diags = {0};
 	const char *shown = conf ? conf : "tend.conf";
-	if (tend_config_parse(text.ptr, text.len, shown, &ws->cfg, &diags)) {
+	if (tend_config_parse_in(text.ptr, text.len, shown, ws->root, &ws->cfg,
+		&diags)) {
 		char *msg = tend_diags_format(&diags);
 
 		tend_buf_puts(err, msg);
@@ -186,7 +187,8 @@ tend_ws_reload(struct tend_ws *ws, struct tend_buf *err)
 	}
 	tend_buf_read_fd(&text, fd, CONF_MAX);
 	close(fd);
-	if (tend_config_parse(text.ptr, text.len, "tend.conf", &cfg, &diags)) {
+	if (tend_config_parse_in(text.ptr, text.len, "tend.conf", ws->root, &cfg,
+		&diags)) {
 		char *msg = tend_diags_format(&diags);
 
 		tend_buf_puts(err, msg);

@@ -38,6 +38,9 @@ struct tend_strv {
 struct tend_app_config {
 	char *name;
 	int line; /* of the [app "name"] header */
+	/* of the keys that conflicts between apps are about (0: not set,
+	 * the default holds) */
+	int source_line, target_line, ref_line, prefix_line;
 	char *source;
 	struct tend_strv include, exclude;
 	bool gitignore;
@@ -89,9 +92,16 @@ struct tend_diags {
  * Parse `len` bytes of `buf` (named `origin` in messages) into *out.
  * Returns 0, or -1 with every problem in *diags (the config is then
  * freed and zeroed). Out of memory aborts.
+ *
+ * Apps whose targets overlap, or that would read what they or another
+ * app write (a feedback loop), are errors. Paths are compared lexically;
+ * tend_config_parse_in() also resolves symbolic links of the parts that
+ * exist under the workspace directory `root`.
  */
 int tend_config_parse(const char *buf, size_t len, const char *origin,
     struct tend_config *out, struct tend_diags *diags);
+int tend_config_parse_in(const char *buf, size_t len, const char *origin,
+    const char *root, struct tend_config *out, struct tend_diags *diags);
 void tend_config_finish(struct tend_config *cfg);
 void tend_diags_finish(struct tend_diags *d);
 /* "file:line: key: message" lines, one per diagnostic. */

@@ -48,7 +48,7 @@ static void
 diag(struct tend_diags *d, const char *file, int line, const char *key,
     const char *fmt, ...)
 {
-	char msg[512];
+	char msg[4096]; /* a loop names every app on it */
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -177,7 +177,7 @@ parse_bool(const char *s, bool *out)
 /* ---- the schema table ---- */
 
 enum vtype { V_STR, V_STRV, V_BOOL, V_DURATION, V_MODE, V_INT, V_DECLARE,
-	V_TARGET };
+	V_TARGET, V_REF, V_TAG };
 
 struct opt {
 	const char *section; /* "tend" or "app" */
@@ -233,7 +233,7 @@ static const struct opt opts[] = {
 	    "deletes per pass per target before the brake holds them"},
 	{"app", "jobs", V_INT, A(jobs), "0",
 	    "exec declarations run at once (0: number of CPUs)"},
-	{"app", "ref", V_STR, A(ref), "refs/heads/tend",
+	{"app", "ref", V_REF, A(ref), "refs/heads/tend",
 	    "git: the ref to commit to"},
 	{"app", "prefix", V_STR, A(prefix), NULL,
 	    "git: subtree inside each commit"},
@@ -243,7 +243,7 @@ static const struct opt opts[] = {
 	    "git: \"Name <email>\" of the commits"},
 	{"app", "executable", V_STR, A(executable), "keep",
 	    "git: keep | never | always; changing it is lossy"},
-	{"app", "tag", V_STRV, A(tags), NULL,
+	{"app", "tag", V_TAG, A(tags), NULL,
 	    "git: lightweight tag kept on the synced commit (repeatable)"},
 	{"app", "allow-checked-out", V_BOOL, A(allow_checked_out), "false",
 	    "git: write a ref that is checked out in a working tree"},
@@ -329,17 +329,97 @@ struct ctx {
 	struct tend_config *cfg;
 };
 
+/*
+ * Why `name` is not a ref name git accepts, or NULL: git
+ * check-ref-format's rules, which libgit2's git_reference_name_is_valid
+ * applies too (this module does not link libgit2).
+ */
+static const char *
+refname_fault(const char *name)
+{
+	size_t len = strlen(name);
+
+	if (len == 0 || name[0] == '/' || name[len - 1] == '/')
+		return "it begins or ends with /";
+	if (name[len - 1] == '.')
+		return "it ends with .";
+	if (strcmp(name, "@") == 0)
+		return "@ alone is not a name";
+	for (const char *p = name; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		if (c < 040 || c == 0177 || strchr(" ~^:?*[\\", c))
+			return "it holds a space, a control character or one "
+			       "of ~ ^ : ? * [ \\";
+		if (p[0] == '.' && p[1] == '.')
+			return "it holds ..";
+		if (p[0] == '@' && p[1] == '{')
+			return "it holds @{";
+		if (p[0] == '/' && p[1] == '/')
+			return "it holds //";
+	}
+	for (const char *c = name; c; c = strchr(c, '/')) {
+		if (*c == '/')
+			c++;
+		size_t cl = strcspn(c, "/");
+		if (c[0] == '.')
+			return "a component begins with .";
+		if (cl >= 5 && strncmp(c + cl - 5, ".lock", 5) == 0)
+			return "a component ends with .lock";
+	}
+	return NULL;
+}
+
+/* The git connector would refuse a bad ref deep inside a pass, at sync
+ * time, naming an internal component: say it here, with the line. */
+static bool
+valid_ref(struct ctx *x, const char *value, int line, const char *fullkey)
+{
+	const char *why = strncmp(value, "refs/", 5) != 0
+	    ? "a ref is a full name under refs/"
+	    : refname_fault(value);
+
+	if (!why)
+		return true;
+	diag(x->d, x->file, line, fullkey,
+	    "\"%s\" is not a valid git ref: %s (e.g. refs/heads/pages)",
+	    value, why);
+	return false;
+}
+
+static bool
+valid_tag(struct ctx *x, const char *value, int line, const char *fullkey)
+{
+	size_t n = strlen(value) + 16;
+	char *full = xmalloc(n);
+	const char *why;
+
+	snprintf(full, n, "refs/tags/%s", value);
+	why = refname_fault(full);
+	free(full);
+	if (!why)
+		return true;
+	diag(x->d, x->file, line, fullkey,
+	    "\"%s\" is not a valid git tag name: %s", value, why);
+	return false;
+}
+
 static int
 store(struct ctx *x, const struct opt *o, void *base, const char *value,
     int line, const char *fullkey)
 {
 	char *p = (char *)base + o->off;
 
+	if ((o->type == V_REF && !valid_ref(x, value, line, fullkey)) ||
+	    (o->type == V_TAG && !valid_tag(x, value, line, fullkey)))
+		return -1;
 	switch (o->type) {
+	case V_REF:
 	case V_STR:
 		free(*(char **)(void *)p);
 		*(char **)(void *)p = xstrdup(value);
 		return 0;
+	case V_TAG:
 	case V_STRV:
 		strv_push((struct tend_strv *)(void *)p, value);
 		return 0;
@@ -464,6 +544,22 @@ app_defaults(struct tend_app_config *app)
 	app->symlinks = xstrdup("skip");
 }
 
+/* Where an app keeps the line of a key that conflicts between apps are
+ * about, or NULL */
+static int *
+key_line(struct tend_app_config *app, size_t off)
+{
+	if (off == A(source))
+		return &app->source_line;
+	if (off == A(target))
+		return &app->target_line;
+	if (off == A(ref))
+		return &app->ref_line;
+	if (off == A(prefix))
+		return &app->prefix_line;
+	return NULL;
+}
+
 static struct tend_app_config *
 find_app(struct tend_config *cfg, const char *name)
 {
@@ -497,7 +593,13 @@ entry(struct ctx *x, const char *section, const char *sub, const char *key,
 	for (size_t i = 0; i < NOPTS; i++) {
 		if (strcmp(opts[i].section, section) == 0 &&
 		    strcasecmp(opts[i].name, key) == 0) {
-			store(x, &opts[i], base, value, line, fullkey);
+			int *at = base == x->cfg ? NULL
+							 : key_line(base, opts[i].off);
+
+			if (store(x, &opts[i], base, value, line, fullkey) ==
+				0 &&
+			    at)
+				*at = line;
 			return;
 		}
 	}
@@ -535,9 +637,12 @@ skip_line(struct lex *l)
 }
 
 /* A value up to the end of the line: quotes, escapes, continuation,
- * trailing comments, surrounding space trimmed (inner space kept). */
+ * trailing comments, surrounding space trimmed (inner space kept).
+ * *cut is the character that began a comment after the value (0: none),
+ * *bare whether any of it stood outside double quotes. */
 static char *
-read_value(struct ctx *x, struct lex *l, const char *fullkey, bool *bad)
+read_value(struct ctx *x, struct lex *l, const char *fullkey, bool *bad,
+    char *cut, bool *bare)
 {
 	size_t cap = 64, n = 0, keep = 0;
 	char *v = xmalloc(cap);
@@ -559,14 +664,19 @@ read_value(struct ctx *x, struct lex *l, const char *fullkey, bool *bad)
 			*bad = true;
 			break;
 		}
-		if (!quoted && (c == '#' || c == ';'))
+		if (!quoted && (c == '#' || c == ';')) {
+			*cut = c;
 			break;
+		}
 		l->p++;
 		if (c == '"') {
 			quoted = !quoted;
 			keep = n;
 			continue;
 		}
+		if (!quoted && c != ' ' && c != '\t' && c != '\r' &&
+		    c != '\\')
+			*bare = true;
 		if (c == '\\') {
 			char e = l->p < l->end ? *l->p++ : '\0';
 
@@ -585,11 +695,17 @@ read_value(struct ctx *x, struct lex *l, const char *fullkey, bool *bad)
 				v[n++] = e;
 				break;
 			default:
-				diag(x->d, x->file, l->line, fullkey,
-				    "unknown escape \\%c", e ? e : '0');
+				/* one message per value, however many */
+				if (!*bad)
+					diag(x->d, x->file, l->line, fullkey,
+					    "unknown escape \\%c (inside a value, "
+					    "\\ is written \\\\)",
+					    e ? e : '0');
 				*bad = true;
 				break;
 			}
+			if (!quoted)
+				*bare = true;
 			keep = n;
 			continue;
 		}
@@ -607,85 +723,457 @@ read_value(struct ctx *x, struct lex *l, const char *fullkey, bool *bad)
 	return v;
 }
 
+/*
+ * git-config's comments cut a shell command without a word:
+ * `declare = exec sed 's/a/b/;s/c/d/'` stores `sed 's/a/b/`, and every
+ * file then fails with a shell syntax error (`plan` runs it too). A
+ * comment after an exec value that is not wholly in double quotes, or a
+ * quote the shell would find open, is refused (true after the
+ * diagnostic). A comment after any other value stays allowed.
+ */
+static bool
+exec_cut(struct ctx *x, int line, const char *fullkey, const char *section,
+    const char *sub, const char *key, const char *value, char cut, bool bare)
+{
+	char open = 0;
+
+	if (!sub || strcmp(section, "app") != 0 ||
+	    strcasecmp(key, "declare") != 0 || strncmp(value, "exec", 4) != 0 ||
+	    (value[4] != ' ' && value[4] != '\0'))
+		return false;
+	/* sh's quoting: '' takes everything literally, "" and bare text
+	 * take a backslash as an escape */
+	for (const char *p = value + 4; *p; p++) {
+		if (open == '\'') {
+			if (*p == '\'')
+				open = 0;
+		} else if (*p == '\\' && p[1])
+			p++;
+		else if (open == '"') {
+			if (*p == '"')
+				open = 0;
+		} else if (*p == '\'' || *p == '"')
+			open = *p;
+	}
+	if (!(cut && bare) && !open)
+		return false;
+	const char *cmd = value[4] ? value + 5 : "";
+	const char *fix = "write the whole value in double quotes, with \\\" "
+			  "for \" and \\\\ for \\ inside them, e.g. declare = "
+			  "\"exec sed 's/a/b/;s/c/d/'\", and a comment on a line "
+			  "of its own";
+	if (cut && bare)
+		diag(x->d, x->file, line, fullkey,
+		    "the command is cut at '%c': # and ; start a comment "
+		    "outside double quotes, so the shell would run \"%s\"%s; "
+		    "%s",
+		    cut, cmd, open == '\'' ? " (with a ' left open)"
+			: open ? " (with a \" left open)" : "", fix);
+	else
+		diag(x->d, x->file, line, fullkey,
+		    "the command \"%s\" leaves a %c open (# and ; start a "
+		    "comment outside double quotes); %s", cmd, open, fix);
+	return true;
+}
+
 static bool
 key_char(char c)
 {
 	return isalnum((unsigned char)c) || c == '-' || c == '_';
 }
 
-/* "./a//b/" and "a/b" name the same place */
-static void
-norm_path(char *out, size_t size, const char *p)
-{
-	size_t n = 0;
+/* ---- apps that would fight, or read what they write ---- */
 
-	while (p[0] == '.' && p[1] == '/')
-		p += 2;
-	for (; *p && n + 1 < size; p++) {
-		if (*p == '/' && (n == 0 || out[n - 1] == '/'))
-			continue;
-		out[n++] = *p;
+/*
+ * The place `path` names, for comparing apps' paths: "." and ".." and
+ * repeated or trailing slashes resolved lexically, relative to the
+ * workspace ("" is the workspace itself; a leading "../" stays). With
+ * `root`, the place is absolute and the symbolic links of its longest
+ * existing part are resolved (realpath), so that a link to a directory
+ * and the directory are one place.
+ */
+static char *
+place(const char *root, const char *path)
+{
+	size_t cap = (root ? strlen(root) : 0) + strlen(path) + 3, n = 0, base;
+	char *in = xmalloc(cap), *out = xmalloc(cap);
+
+	if (root && path[0] != '/')
+		snprintf(in, cap, "%s/%s", root, path);
+	else
+		snprintf(in, cap, "%s", path);
+	base = in[0] == '/';
+	if (base)
+		out[n++] = '/';
+	for (const char *p = in; *p;) {
+		size_t cl = strcspn(p, "/");
+
+		if (cl == 2 && p[0] == '.' && p[1] == '.') {
+			size_t k = n;
+
+			while (k > base && out[k - 1] != '/')
+				k--;
+			if (n > base && !(n - k == 2 && out[k] == '.' &&
+					    out[k + 1] == '.'))
+				n = k > base ? k - 1 : base;
+			else if (!base) {
+				if (n > 0)
+					out[n++] = '/';
+				out[n++] = '.';
+				out[n++] = '.';
+			}
+		} else if (cl > 0 && !(cl == 1 && p[0] == '.')) {
+			if (n > base)
+				out[n++] = '/';
+			memcpy(out + n, p, cl);
+			n += cl;
+		}
+		p += cl;
+		if (*p == '/')
+			p++;
 	}
-	while (n > 0 && out[n - 1] == '/')
-		n--;
 	out[n] = '\0';
+	free(in);
+	if (!root)
+		return out;
+	/* resolve the longest part that exists; the rest is kept */
+	for (size_t m = n;;) {
+		char keep = out[m], *real;
+
+		out[m] = '\0';
+		real = realpath(m ? out : "/", NULL);
+		out[m] = keep;
+		if (real) {
+			const char *rest = out + m;
+			size_t rl = strlen(real);
+			char *res = xmalloc(rl + strlen(rest) + 2);
+
+			if (*rest == '/' && rl && real[rl - 1] == '/')
+				rest++;
+			snprintf(res, rl + strlen(rest) + 2, "%s%s%s", real,
+			    *rest && *rest != '/' && real[rl - 1] != '/' ? "/"
+									 : "",
+			    rest);
+			free(real);
+			free(out);
+			return res;
+		}
+		if (m <= 1)
+			return out; /* not even "/": compare it as it is */
+		while (m > 1 && out[m - 1] != '/')
+			m--;
+		if (m > 1)
+			m--;
+	}
 }
 
+/* Is place `in` the place `out` or inside it? */
 static bool
-same_str(const char *a, const char *b)
+within(const char *in, const char *out)
 {
-	return strcmp(a ? a : "", b ? b : "") == 0;
+	size_t ol = strlen(out);
+
+	if (ol == 0) /* the workspace, lexically */
+		return in[0] != '/' &&
+		    !(in[0] == '.' && in[1] == '.' &&
+			(in[2] == '/' || in[2] == '\0'));
+	if (strcmp(out, "/") == 0)
+		return in[0] == '/';
+	return strncmp(in, out, ol) == 0 && (in[ol] == '/' || in[ol] == '\0');
+}
+
+/* "is", "is inside" or "holds": how place `a` stands to place `b`
+ * (which overlap) */
+static const char *
+relation(const char *a, const char *b)
+{
+	if (strcmp(a, b) == 0)
+		return "is";
+	return within(a, b) ? "is inside" : "holds";
+}
+
+static const char *
+kind_name(enum tend_target_kind k)
+{
+	return k == TEND_TARGET_DIR ? "dir" : k == TEND_TARGET_FILE ? "file"
+								    : "git";
+}
+
+struct app_places {
+	char *target; /* dir, file: the place written; git: the repository */
+	char *source;
+	char *prefix; /* git: "" for the whole tree */
+};
+
+/* A git target's repository: `git:.` and `git:.git` are one */
+static char *
+repo_place(const char *root, const char *path)
+{
+	char *p = place(root, path);
+	size_t n = strlen(p);
+
+	if (n >= 4 && strcmp(p + n - 4, ".git") == 0 &&
+	    (n == 4 || p[n - 5] == '/'))
+		p[n == 4 ? 0 : n == 5 ? 1 : n - 5] = '\0';
+	return p;
 }
 
 /*
- * A container or file target has one owner: two apps naming the same one
- * would take it over from each other on every pass, and dropping one app
- * would forget the other's entries with it. Apps can still share a
- * directory through distinct containers (dir:public and dir:public/img)
- * or distinct entry names in distinct targets.
+ * Two apps whose targets overlap overwrite and delete each other's
+ * entries, and `check` and `sync --full` cannot settle it: each is right
+ * about its own records. So a target has one owner and no other target
+ * inside it: dir and file targets may not be the same place or nest,
+ * and git targets on one repository and ref may not share a subtree
+ * (prefixes that are equal or nest, or one without a prefix). Apps
+ * still share a parent directory side by side (dir:public/a and
+ * dir:public/b).
  */
 static void
-same_target_check(struct tend_config *cfg, const char *origin,
-    struct tend_diags *diags)
+overlap_check(struct tend_config *cfg, const struct app_places *pl,
+    const char *origin, struct tend_diags *diags)
 {
+	char k[300];
+
 	for (size_t j = 0; j < cfg->napps; j++) {
 		struct tend_app_config *b = &cfg->apps[j];
-		char pb[1024], pa[1024], k[300];
+		bool bgit = b->target == TEND_TARGET_GIT;
 
-		if (!b->target_path)
+		if (!pl[j].target)
 			continue;
-		norm_path(pb, sizeof pb, b->target_path);
 		for (size_t i = 0; i < j; i++) {
 			struct tend_app_config *a = &cfg->apps[i];
+			bool agit = a->target == TEND_TARGET_GIT;
 
-			if (!a->target_path || a->target != b->target)
+			if (!pl[i].target || agit != bgit)
 				continue;
-			norm_path(pa, sizeof pa, a->target_path);
-			if (strcmp(pa, pb) != 0 ||
-			    (b->target == TEND_TARGET_GIT &&
-				(!same_str(a->ref, b->ref) ||
-				    !same_str(a->prefix, b->prefix))))
+			if (!bgit) {
+				const char *ta = pl[i].target, *tb = pl[j].target;
+
+				if (!within(ta, tb) && !within(tb, ta))
+					continue;
+				size_t hl = 2 * (strlen(a->target_path) +
+				    strlen(b->target_path)) + strlen(a->name) +
+				    strlen(b->name) + 40;
+				char *hint = xmalloc(hl);
+
+				/* two directories: side by side in the outer one */
+				if (a->target == TEND_TARGET_DIR &&
+				    b->target == TEND_TARGET_DIR) {
+					char *at = place(NULL, within(tb, ta)
+						? a->target_path
+						: b->target_path);
+					const char *sl = *at ? "/" : "";
+
+					snprintf(hint, hl,
+					    " (e.g. dir:%s%s%s and dir:%s%s%s)", at,
+					    sl, a->name, at, sl, b->name);
+					free(at);
+				} else
+					hint[0] = '\0';
+
+				snprintf(k, sizeof k, "app.%s.target", b->name);
+				diag(diags, origin,
+				    b->target_line ? b->target_line : b->line, k,
+				    "%s:%s %s %s:%s, the target of app \"%s\" "
+				    "(%s:%d): apps whose targets overlap "
+				    "overwrite and delete each other's entries; "
+				    "give each app a target of its own, side by "
+				    "side%s",
+				    kind_name(b->target), b->target_path,
+				    relation(tb, ta), kind_name(a->target),
+				    a->target_path, a->name, origin,
+				    a->target_line ? a->target_line : a->line,
+				    hint);
+				free(hint);
+				break;
+			}
+			const char *pa = pl[i].prefix, *pb = pl[j].prefix;
+
+			if (strcmp(pl[i].target, pl[j].target) != 0 ||
+			    strcmp(a->ref, b->ref) != 0 ||
+			    (!within(pa, pb) && !within(pb, pa)))
 				continue;
-			char hint[1100] = "";
-			if (b->target == TEND_TARGET_DIR)
-				snprintf(hint, sizeof hint,
-				    " (e.g. target = dir:%s/%s)", pb, b->name);
-			else if (b->target == TEND_TARGET_GIT)
-				snprintf(hint, sizeof hint,
-				    " (e.g. prefix = %s)", b->name);
-			snprintf(k, sizeof k, "app.%s.target", b->name);
-			diag(diags, origin, b->line, k,
-			    "the same target as app \"%s\" (line %d): a "
-			    "target has one owner; give each app its own%s",
-			    a->name, a->line, hint);
+			/* the key that makes them meet: the prefix, or the
+			 * ref the whole tree of which is taken */
+			int lb = b->prefix_line ? b->prefix_line
+			    : b->ref_line	    ? b->ref_line
+			    : b->target_line	    ? b->target_line
+						    : b->line;
+			int la = a->prefix_line ? a->prefix_line
+			    : a->ref_line	    ? a->ref_line
+			    : a->target_line	    ? a->target_line
+						    : a->line;
+			char da[300], db[300];
+
+			snprintf(k, sizeof k, "app.%s.%s", b->name,
+			    b->prefix_line ? "prefix"
+			    : b->ref_line  ? "ref"
+					   : "target");
+			if (*pa)
+				snprintf(da, sizeof da, "prefix \"%s\"", a->prefix);
+			else
+				snprintf(da, sizeof da, "the whole tree");
+			if (*pb)
+				snprintf(db, sizeof db, "prefix \"%s\"", b->prefix);
+			else
+				snprintf(db, sizeof db, "the whole tree");
+			diag(diags, origin, lb, k,
+			    "%s of %s in git:%s %s %s of app \"%s\" (%s:%d): two "
+			    "apps committing one subtree of a ref undo each "
+			    "other's entries; give each app its own ref, or "
+			    "prefixes side by side",
+			    db, b->ref, b->target_path, relation(pb, pa), da,
+			    a->name, origin, la);
 			break;
 		}
 	}
 }
 
+/* Does app i's target feed app j's source (they overlap)? */
+static bool
+feeds(const struct tend_config *cfg, const struct app_places *pl, size_t i,
+    size_t j)
+{
+	return cfg->apps[i].target != TEND_TARGET_GIT && pl[i].target &&
+	    pl[j].source &&
+	    (within(pl[i].target, pl[j].source) ||
+		within(pl[j].source, pl[i].target));
+}
+
+/* A path from v back to s through apps numbered above s: its apps after
+ * s go into path[], their count into *len. */
+static bool
+loop_from(const struct tend_config *cfg, const struct app_places *pl,
+    size_t s, size_t v, bool *seen, size_t *path, size_t *len)
+{
+	for (size_t w = 0; w < cfg->napps; w++) {
+		if (w == v || !feeds(cfg, pl, v, w))
+			continue;
+		if (w == s)
+			return true;
+		if (w < s || seen[w])
+			continue;
+		seen[w] = true;
+		path[(*len)++] = w;
+		if (loop_from(cfg, pl, s, w, seen, path, len))
+			return true;
+		(*len)--;
+	}
+	return false;
+}
+
+/*
+ * A pass reads its source and writes its target. A target inside the
+ * app's own source is fine, the walk skips it; a target that is the
+ * source, or holds it, is read back on the next pass. Across apps a
+ * target inside another app's source is a pipeline (html from docs into
+ * public, public into a git branch) until the chain comes back: each
+ * pass would then feed the last one's output in again, without end.
+ * Loops are judged from the directories alone, not the globs.
+ */
+static void
+loop_check(struct tend_config *cfg, const struct app_places *pl,
+    const char *origin, struct tend_diags *diags)
+{
+	size_t n = cfg->napps, *path = xmalloc(n * sizeof *path);
+	bool *seen = xmalloc(n * sizeof *seen);
+	char k[300];
+
+	for (size_t s = 0; s < n; s++) {
+		struct tend_app_config *a = &cfg->apps[s];
+		int tl = a->target_line ? a->target_line : a->line;
+		int sl = a->source_line ? a->source_line : a->line;
+		size_t len = 0;
+
+		if (!pl[s].target || !pl[s].source ||
+		    a->target == TEND_TARGET_GIT)
+			continue;
+		snprintf(k, sizeof k, "app.%s.target", a->name);
+		if (within(pl[s].source, pl[s].target)) {
+			diag(diags, origin, tl, k,
+			    "%s:%s %s the app's own source \"%s\" (%s:%d): "
+			    "each pass would read what the last one wrote; "
+			    "keep the target outside the source",
+			    kind_name(a->target), a->target_path,
+			    relation(pl[s].target, pl[s].source), a->source,
+			    origin, sl);
+			continue;
+		}
+		memset(seen, 0, n * sizeof *seen);
+		if (!loop_from(cfg, pl, s, s, seen, path, &len))
+			continue;
+		size_t cap = 1024 * (len + 1), used = 0;
+		char *msg = xmalloc(cap);
+		size_t from = s;
+
+		for (size_t e = 0; e <= len; e++) {
+			size_t to = e < len ? path[e] : s;
+			struct tend_app_config *f = &cfg->apps[from],
+					       *t = &cfg->apps[to];
+			int l = t->source_line ? t->source_line : t->line;
+			char who[300];
+
+			if (to == s)
+				snprintf(who, sizeof who, "this app");
+			else
+				snprintf(who, sizeof who, "app \"%s\"", t->name);
+			used += (size_t)snprintf(msg + used, cap - used,
+			    "%s%s:%s %s the source \"%s\" of %s (%s:%d)",
+			    e ? ", whose target " : "", kind_name(f->target),
+			    f->target_path,
+			    relation(pl[from].target, pl[to].source),
+			    t->source, who, origin, l);
+			if (used >= cap)
+				used = cap - 1;
+			from = to;
+		}
+		diag(diags, origin, tl, k,
+		    "%s: a feedback loop, each pass would feed its own "
+		    "output back in, without end; move one of these targets "
+		    "out of the source it is in",
+		    msg);
+		free(msg);
+	}
+	free(path);
+	free(seen);
+}
+
+static void
+app_checks(struct tend_config *cfg, const char *origin, const char *root,
+    struct tend_diags *diags)
+{
+	struct app_places *pl = xmalloc((cfg->napps + 1) * sizeof *pl);
+
+	for (size_t i = 0; i < cfg->napps; i++) {
+		struct tend_app_config *a = &cfg->apps[i];
+
+		pl[i].target = !a->target_path ? NULL
+		    : a->target == TEND_TARGET_GIT
+		    ? repo_place(root, a->target_path)
+		    : place(root, a->target_path);
+		pl[i].source = a->source ? place(root, a->source) : NULL;
+		pl[i].prefix = place(NULL, a->prefix ? a->prefix : "");
+	}
+	overlap_check(cfg, pl, origin, diags);
+	loop_check(cfg, pl, origin, diags);
+	for (size_t i = 0; i < cfg->napps; i++) {
+		free(pl[i].target);
+		free(pl[i].source);
+		free(pl[i].prefix);
+	}
+	free(pl);
+}
+
 int
 tend_config_parse(const char *buf, size_t len, const char *origin,
     struct tend_config *out, struct tend_diags *diags)
+{
+	return tend_config_parse_in(buf, len, origin, NULL, out, diags);
+}
+
+int
+tend_config_parse_in(const char *buf, size_t len, const char *origin,
+    const char *root, struct tend_config *out, struct tend_diags *diags)
 {
 	struct lex l = {buf, buf + len, 1};
 	struct ctx x = {origin, diags, out};
@@ -796,11 +1284,11 @@ tend_config_parse(const char *buf, size_t len, const char *origin,
 			skip_line(&l);
 			continue;
 		}
-		char *value;
-		bool bad = false;
+		char *value, cut = 0;
+		bool bad = false, bare = false;
 		if (l.p < l.end && *l.p == '=') {
 			l.p++;
-			value = read_value(&x, &l, fullkey, &bad);
+			value = read_value(&x, &l, fullkey, &bad, &cut, &bare);
 		} else if (l.p >= l.end || *l.p == '\n' || *l.p == '#' ||
 		    *l.p == ';') {
 			value = xstrdup("true"); /* git: a bare key is true */
@@ -814,7 +1302,8 @@ tend_config_parse(const char *buf, size_t len, const char *origin,
 		if (!section)
 			diag(diags, origin, line, fullkey,
 			    "key outside of any section");
-		else if (!bad)
+		else if (!bad && !exec_cut(&x, line, fullkey, section, sub,
+				     key, value, cut, bare))
 			entry(&x, section, sub, key, value, line);
 		free(key);
 		free(value);
@@ -870,7 +1359,7 @@ tend_config_parse(const char *buf, size_t len, const char *origin,
 				break;
 			}
 	}
-	same_target_check(out, origin, diags);
+	app_checks(out, origin, root, diags);
 	if (diags->n > before) {
 		tend_config_finish(out);
 		return -1;

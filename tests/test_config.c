@@ -6,8 +6,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -157,11 +160,12 @@ syntax_errors_have_lines(void **state)
 static void
 quoting_escapes_and_continuations(void **state)
 {
+	/* no comment after the exec value: that is refused (below) */
 	const char *text = "[app \"a\"]\n"
 			   "source = src\n"
 			   "target = dir:out\n"
 			   "declare = exec printf \"%s\\n\" \\\n"
-			   "   more  # comment\n";
+			   "   more\n";
 	struct tend_config cfg;
 	char *errs;
 
@@ -170,6 +174,293 @@ quoting_escapes_and_continuations(void **state)
 	assert_string_equal(cfg.apps[0].declare_arg, "printf %s\n    more");
 	free(errs);
 	tend_config_finish(&cfg);
+}
+
+/* Every diagnostic wanted is in errs, and there are `n` of them. */
+static void
+want_errs(const char *text, const char *const *want, size_t nwant, size_t n)
+{
+	struct tend_config cfg;
+	char *errs;
+	size_t lines = 0;
+
+	assert_int_equal(parse(text, &cfg, &errs), -1);
+	for (size_t i = 0; i < nwant; i++)
+		if (!strstr(errs, want[i]))
+			fail_msg("missing \"%s\" in:\n%s", want[i], errs);
+	for (const char *p = errs; (p = strchr(p, '\n')); p++)
+		lines++;
+	if (lines != n)
+		fail_msg("%zu diagnostics, want %zu:\n%s", lines, n, errs);
+	free(errs);
+}
+
+static void
+parses_ok(const char *text)
+{
+	struct tend_config cfg;
+	char *errs;
+
+	if (parse(text, &cfg, &errs) != 0)
+		fail_msg("refused:\n%s", errs);
+	free(errs);
+	tend_config_finish(&cfg);
+}
+
+/* issue 15: apps whose targets overlap overwrote each other's entries */
+static void
+overlapping_targets_name_both_apps(void **state)
+{
+	(void)state;
+	const char *nested[] = {
+	    "tend.conf:6: app.b.target: dir:out/sub is inside dir:out, the "
+	    "target of app \"a\" (tend.conf:3)",
+	    "(e.g. dir:out/a and dir:out/b)"};
+	want_errs("[app \"a\"]\n"
+		  "\tsource = s1\n"
+		  "\ttarget = dir:out\n"
+		  "[app \"b\"]\n"
+		  "\tsource = s2\n"
+		  "\ttarget = dir:out/sub\n",
+	    nested, 2, 1);
+	/* the other way round, and written oddly: the same place */
+	const char *holds[] = {
+	    "tend.conf:5: app.b.target: dir:./x/../out holds dir:out//sub/., "
+	    "the target of app \"a\" (tend.conf:2)",
+	    "(e.g. dir:out/a and dir:out/b)"};
+	want_errs("[app \"a\"]\n\ttarget = dir:out//sub/.\n\tsource = s1\n"
+		  "[app \"b\"]\n\ttarget = dir:./x/../out\n\tsource = s2\n",
+	    holds, 2, 1);
+	/* a line not set by a key: the header's */
+	const char *file[] = {
+	    "tend.conf:8: app.b.target: file:out/a.md is inside dir:out, the "
+	    "target of app \"a\" (tend.conf:3)"};
+	want_errs("[app \"a\"]\n"
+		  "\tsource = s1\n"
+		  "\ttarget = dir:out\n"
+		  "[app \"b\"]\n"
+		  "\tsource = s2\n"
+		  "\tdeclare = exec cat\n"
+		  "\n"
+		  "\ttarget = file:out/a.md\n",
+	    file, 1, 1);
+	const char *files[] = {
+	    "tend.conf:7: app.b.target: file:all.txt is file:./all.txt, the "
+	    "target of app \"a\" (tend.conf:3)"};
+	want_errs("[app \"a\"]\n"
+		  "\tsource = s1\n"
+		  "\ttarget = file:./all.txt\n"
+		  "\tdeclare = exec cat\n"
+		  "[app \"b\"]\n"
+		  "\tsource = s2\n"
+		  "\ttarget = file:all.txt\n"
+		  "\tdeclare = exec cat\n",
+	    files, 1, 1);
+	/* side by side is fine, and so is a name that only starts alike */
+	parses_ok("[app \"a\"]\n\tsource = s1\n\ttarget = dir:out/a\n"
+		  "[app \"b\"]\n\tsource = s2\n\ttarget = dir:out/b\n"
+		  "[app \"c\"]\n\tsource = s2\n\ttarget = dir:out/a-c\n"
+		  "[app \"d\"]\n\tsource = s2\n\ttarget = file:out/d.txt\n"
+		  "\tdeclare = exec cat\n");
+}
+
+static void
+git_apps_overlap_on_one_ref(void **state)
+{
+	(void)state;
+	const char *want[] = {
+	    "tend.conf:10: app.b.prefix: prefix \"site/x/\" of "
+	    "refs/heads/pages in git:./repo/.git is inside prefix \"site\" of "
+	    "app \"a\" (tend.conf:5)",
+	    "tend.conf:13: app.c.ref: the whole tree of refs/heads/pages in "
+	    "git:repo holds prefix \"site\" of app \"a\" (tend.conf:5)"};
+	want_errs("[app \"a\"]\n"
+		  "\tsource = src\n"
+		  "\ttarget = git:repo\n"
+		  "\tref = refs/heads/pages\n"
+		  "\tprefix = site\n"
+		  "[app \"b\"]\n"
+		  "\tsource = src\n"
+		  "\ttarget = git:./repo/.git\n"
+		  "\tref = refs/heads/pages\n"
+		  "\tprefix = site/x/\n"
+		  "[app \"c\"]\n"
+		  "\tsource = src\n"
+		  "\tref = refs/heads/pages\n"
+		  "\ttarget = git:repo\n",
+	    want, 2, 2);
+	/* other refs, other repositories, prefixes side by side, and a dir
+	 * target inside the repository's working tree */
+	parses_ok("[app \"a\"]\n\tsource = src\n\ttarget = git:repo\n"
+		  "\tref = refs/heads/pages\n"
+		  "[app \"b\"]\n\tsource = src\n\ttarget = git:repo\n"
+		  "\tref = refs/heads/other\n"
+		  "[app \"c\"]\n\tsource = src\n\ttarget = git:repo2\n"
+		  "\tref = refs/heads/pages\n"
+		  "[app \"d\"]\n\tsource = src\n\ttarget = git:repo2\n"
+		  "\tref = refs/heads/tend\n\tprefix = site/a\n"
+		  "[app \"e\"]\n\tsource = src\n\ttarget = git:repo2\n"
+		  "\tprefix = site/b\n"
+		  "[app \"f\"]\n\tsource = src\n\ttarget = dir:repo/out\n");
+}
+
+static void
+feedback_loops_are_refused(void **state)
+{
+	(void)state;
+	const char *own[] = {
+	    "tend.conf:3: app.a.target: dir:src/ is the app's own source "
+	    "\"src\" (tend.conf:2)",
+	    "tend.conf:6: app.b.target: dir:docs holds the app's own source "
+	    "\"docs/in\" (tend.conf:5)"};
+	want_errs("[app \"a\"]\n\tsource = src\n\ttarget = dir:src/\n"
+		  "[app \"b\"]\n\tsource = docs/in\n\ttarget = dir:docs\n",
+	    own, 2, 2);
+	const char *two[] = {
+	    "tend.conf:3: app.a.target: dir:outa is inside the source \".\" "
+	    "of app \"b\" (tend.conf:5), whose target dir:outb is inside the "
+	    "source \".\" of this app (tend.conf:2): a feedback loop"};
+	want_errs("[app \"a\"]\n\tsource = .\n\ttarget = dir:outa\n"
+		  "[app \"b\"]\n\tsource = .\n\ttarget = dir:outb\n",
+	    two, 1, 1);
+	const char *three[] = {
+	    "tend.conf:3: app.a.target: dir:docs/a is inside the source "
+	    "\"docs\" of app \"b\" (tend.conf:5), whose target dir:x is the "
+	    "source \"x\" of app \"c\" (tend.conf:8), whose target dir:src/c "
+	    "is inside the source \"src\" of this app (tend.conf:2)"};
+	want_errs("[app \"a\"]\n\tsource = src\n\ttarget = dir:docs/a\n"
+		  "[app \"b\"]\n\tsource = docs\n\ttarget = dir:x\n"
+		  "[app \"c\"]\n\tsource = x\n\ttarget = dir:src/c\n",
+	    three, 1, 1);
+	/* a target inside its own source is skipped by the walk; a chain
+	 * that does not come back is a pipeline */
+	parses_ok("[app \"root\"]\n\tsource = .\n\ttarget = dir:out\n"
+		  "[app \"html\"]\n\tsource = docs\n\ttarget = dir:public\n"
+		  "[app \"pages\"]\n\tsource = public\n\ttarget = git:.\n");
+}
+
+/* with the workspace directory, a symbolic link and its directory are
+ * one place */
+static void
+symlinked_targets_overlap(void **state)
+{
+	char root[] = "/tmp/tend-config-XXXXXX", path[64];
+	const char *text = "[app \"a\"]\n\tsource = s1\n\ttarget = dir:out\n"
+			   "[app \"b\"]\n\tsource = s2\n"
+			   "\ttarget = dir:link/sub\n";
+	struct tend_config cfg;
+	struct tend_diags d = {0};
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	snprintf(path, sizeof path, "%s/out", root);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof path, "%s/link", root);
+	assert_int_equal(symlink("out", path), 0);
+	assert_int_equal(tend_config_parse(text, strlen(text), "tend.conf",
+			     &cfg, &d), 0);
+	tend_config_finish(&cfg);
+	assert_int_equal(tend_config_parse_in(text, strlen(text), "tend.conf",
+			     root, &cfg, &d), -1);
+	char *errs = tend_diags_format(&d);
+	assert_non_null(strstr(errs, "tend.conf:6: app.b.target: dir:link/sub "
+				     "is inside dir:out, the target of app "
+				     "\"a\" (tend.conf:3)"));
+	free(errs);
+	tend_diags_finish(&d);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/out", root);
+	rmdir(path);
+	rmdir(root);
+}
+
+/* a bad ref failed at sync time, exit 1, naming an internal component */
+static void
+git_ref_and_tag_names_are_checked(void **state)
+{
+	static const char *const bad[] = {"pages", "heads/pages",
+	    "refs/heads/a..b", "refs/heads/.x", "refs/heads/x.lock",
+	    "refs/heads/x.", "refs/heads/x/", "refs//x", "refs/heads/a b",
+	    "refs/heads/a~1", "refs/heads/a^", "refs/heads/a:b",
+	    "refs/heads/a?", "refs/heads/a*", "refs/heads/a[",
+	    "refs/heads/a\\\\b", "refs/heads/a@{1}"};
+	static const char *const good[] = {"refs/heads/tend",
+	    "refs/heads/feature/x-1", "refs/tags/v1.0", "refs/pages",
+	    "refs/heads/a@b"};
+	char text[256], want[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		snprintf(text, sizeof text,
+		    "[app \"g\"]\nsource = s\ntarget = git:r\nref = %s\n", bad[i]);
+		snprintf(want, sizeof want, "tend.conf:4: app.g.ref: \"");
+		const char *w[] = {want, "\" is not a valid git ref"};
+		want_errs(text, w, 2, 1);
+	}
+	for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+		snprintf(text, sizeof text,
+		    "[app \"g\"]\nsource = s\ntarget = git:r\nref = %s\n",
+		    good[i]);
+		parses_ok(text);
+	}
+	const char *tag[] = {"tend.conf:5: app.g.tag: \"a b\" is not a valid "
+			     "git tag name"};
+	want_errs("[app \"g\"]\nsource = s\ntarget = git:r\ntag = ok\n"
+		  "tag = \"a b\"\n",
+	    tag, 1, 1);
+}
+
+/* issue 15: `;` and `#` cut an exec command without a word */
+static void
+exec_cut_by_a_comment_is_refused(void **state)
+{
+	(void)state;
+	const char *semi[] = {
+	    "tend.conf:4: app.a.declare: the command is cut at ';'",
+	    "the shell would run \"sed 's/a/b/\" (with a ' left open)",
+	    "e.g. declare = \"exec sed 's/a/b/;s/c/d/'\""};
+	want_errs("[app \"a\"]\n\tsource = src\n\ttarget = dir:out\n"
+		  "\tdeclare = exec sed 's/a/b/;s/c/d/'\n",
+	    semi, 3, 1);
+	const char *hash[] = {
+	    "tend.conf:3: app.a.declare: the command is cut at '#'",
+	    "the shell would run \"foo\";"};
+	want_errs("[app \"a\"]\n\tsource = src\n\tdeclare = exec foo # bar\n"
+		  "\ttarget = dir:out\n",
+	    hash, 2, 1);
+	/* no comment, but a quote left open */
+	const char *open[] = {"tend.conf:2: app.a.declare: the command "
+			      "\"tr \"a b\" leaves a \" open"};
+	want_errs("[app \"a\"]\n\tdeclare = exec tr \\\"a b\n"
+		  "\tsource = src\n\ttarget = dir:out\n",
+	    open, 1, 1);
+	/* the advice works: the whole value in double quotes, with \" and
+	 * \\, and then a comment after it is no cut */
+	struct tend_config cfg;
+	char *errs;
+	const char *ok = "[app \"a\"]\n\tsource = src  # comment\n"
+			 "\tinclude = *.md  ; markdown\n"
+			 "\ttarget = dir:out\n"
+			 "\tdeclare = \"exec sed 's/a/b/;s/c/d/' | tr -d \\\"\\\\\\\\\\\"\" "
+			 "# quoted\n";
+	assert_int_equal(parse(ok, &cfg, &errs), 0);
+	assert_string_equal(cfg.apps[0].declare_arg,
+	    "sed 's/a/b/;s/c/d/' | tr -d \"\\\\\"");
+	assert_string_equal(cfg.apps[0].include.v[0], "*.md");
+	assert_string_equal(cfg.apps[0].source, "src");
+	free(errs);
+	tend_config_finish(&cfg);
+}
+
+/* a line with several bad escapes said so once per escape */
+static void
+bad_escapes_are_reported_once_a_line(void **state)
+{
+	(void)state;
+	const char *want[] = {"tend.conf:2: app.a.declare: unknown escape \\q"};
+	want_errs("[app \"a\"]\n\tdeclare = exec tr a\\q\\w\\e b\n"
+		  "\tsource = src\n\ttarget = dir:out\n",
+	    want, 1, 1);
 }
 
 static void
@@ -226,6 +517,13 @@ main(void)
 		cmocka_unit_test(quoting_escapes_and_continuations),
 		cmocka_unit_test(defaults_are_set),
 		cmocka_unit_test(durations_parse),
+		cmocka_unit_test(overlapping_targets_name_both_apps),
+		cmocka_unit_test(git_apps_overlap_on_one_ref),
+		cmocka_unit_test(feedback_loops_are_refused),
+		cmocka_unit_test(symlinked_targets_overlap),
+		cmocka_unit_test(git_ref_and_tag_names_are_checked),
+		cmocka_unit_test(exec_cut_by_a_comment_is_refused),
+		cmocka_unit_test(bad_escapes_are_reported_once_a_line),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);

@@ -66,15 +66,16 @@ cat > tend.conf <<'CONF'
 	target = dir:./shared/
 CONF
 run sync; expect_rc 2 "two apps, one container"
-expect_in "$ERR" 'tend.conf:4: app.b.target: the same target as app "a" (line 1)' "names both"
+expect_in "$ERR" 'tend.conf:6: app.b.target: dir:./shared/ is dir:shared, the target of app "a" (tend.conf:3)' "names both"
 expect_gone shared
-# apps share a directory through their own containers and files; a file
-# tend did not write survives all of it, and dropping or emptying one
-# app touches only its own entries
+# apps share a directory through their own containers and files side by
+# side (nested ones are refused: tests/e2e/config_errors.sh); a file tend
+# did not write survives all of it, and dropping or emptying one app
+# touches only its own entries
 cat > tend.conf <<'CONF'
 [app "a"]
 	source = s1
-	target = dir:shared
+	target = dir:shared/a
 	name = a-{name}
 [app "b"]
 	source = s2
@@ -87,16 +88,16 @@ CONF
 run sync; expect_rc 0 "three apps in one directory"
 printf 'mine' > shared/stranger
 run drop a; expect_rc 0 "drop a"
-expect_gone shared/a-x; expect_file shared/b/y 2; [ -f shared/c.json ] || fail "c.json dropped with a"
+expect_gone shared/a/a-x; expect_file shared/b/y 2; [ -f shared/c.json ] || fail "c.json dropped with a"
 expect_file shared/stranger mine
-run sync; expect_rc 0 "a back"; expect_file shared/a-x 1
+run sync; expect_rc 0 "a back"; expect_file shared/a/a-x 1
 rm s2/y
 run sync --allow-delete; expect_rc 0 "b's source emptied"
-expect_gone shared/b/y; expect_file shared/a-x 1; expect_file shared/stranger mine
+expect_gone shared/b/y; expect_file shared/a/a-x 1; expect_file shared/stranger mine
 run drop b c; expect_rc 0 "drop b and c"
-expect_gone shared/c.json; expect_file shared/a-x 1; expect_file shared/stranger mine
+expect_gone shared/c.json; expect_file shared/a/a-x 1; expect_file shared/stranger mine
 run drop a; expect_rc 0 "drop a again"
-expect_gone shared/a-x; expect_file shared/stranger mine
+expect_gone shared/a/a-x; expect_file shared/stranger mine
 
 # a drop bigger than one batch (4,096 components): every entry is deleted
 # before its directory, none is left on disk untracked, the directory
