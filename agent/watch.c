@@ -1076,6 +1076,7 @@ struct state_child {
 	char *name;	/* "a.md", or "howto/" for a directory */
 	char *info;	/* owner, record...: JSON members, or NULL */
 	size_t count;	/* states below a directory */
+	bool dir;
 };
 
 struct states_ctx {
@@ -1085,24 +1086,21 @@ struct states_ctx {
 	size_t n, cap;
 };
 
-/* A state's place in the dashboard's tree: its display path, with a
- * container as a directory ("public/"). */
+/*
+ * A state's place in the dashboard's tree: its path as plan and ls spell
+ * it, with a container as a directory ("public/"). A git target is one
+ * level, "git(\"repo\", \"refs/heads/pages\", \"site\"):" (its ref has
+ * slashes of its own), its entries below it.
+ */
 static void
 on_state_level(const struct tend_state_info *si, void *arg)
 {
 	struct states_ctx *sc = arg;
 	struct tend_buf path = TEND_BUF_INIT, info = TEND_BUF_INIT;
-	const char *p = si->path;
+	size_t root = tend_state_display_path(&path, si->path, si->container);
 
-	if (strncmp(p, "/@tend/dir/", 11) == 0)
-		p += 11;
-	else if (strncmp(p, "/@tend/file/", 12) == 0)
-		p += 12;
-	else if (p[0] == '/')
-		p++;
-	tend_buf_puts(&path, p);
-	if (si->container && path.len && path.ptr[path.len - 1] != '/')
-		tend_buf_putc(&path, '/');
+	if (root && path.len == root)
+		tend_buf_putc(&path, ':'); /* the commit: the entries' node */
 	if (path.len <= sc->plen ||
 	    strncmp(path.ptr, sc->prefix, sc->plen) != 0) {
 		tend_buf_release(&path);
@@ -1110,8 +1108,17 @@ on_state_level(const struct tend_state_info *si, void *arg)
 	}
 	const char *rest = path.ptr + sc->plen;
 	const char *slash = strchr(rest, '/');
-	size_t nl = slash ? (size_t)(slash - rest) + 1 : strlen(rest);
-	bool self = !slash || !slash[1]; /* the state itself, not below */
+	size_t nl;
+	bool dir;
+
+	if (root && sc->plen <= root) {
+		nl = root + 1 - sc->plen;
+		dir = true;
+	} else {
+		nl = slash ? (size_t)(slash - rest) + 1 : strlen(rest);
+		dir = slash != NULL;
+	}
+	bool self = !rest[nl]; /* the state itself, not below */
 	if (self) {
 		tend_buf_puts(&info, "\"owner\": ");
 		tend_buf_json(&info, si->component);
@@ -1130,7 +1137,7 @@ on_state_level(const struct tend_state_info *si, void *arg)
 	sc->v[sc->n++] = (struct state_child){
 	    .name = tend_xmemdup(rest, nl + 1),
 	    .info = self ? tend_buf_detach(&info, NULL) : NULL,
-	    .count = self ? 0 : 1};
+	    .count = self ? 0 : 1, .dir = dir};
 	sc->v[sc->n - 1].name[nl] = '\0';
 	tend_buf_release(&info);
 	tend_buf_release(&path);
@@ -1172,22 +1179,22 @@ states_reply(struct agent *a, const char *app, const char *prefix,
 		struct state_child *c = &sc.v[i];
 		const char *info = NULL;
 		size_t count = 0, j = i;
+		bool dir = false;
 
 		/* merge a directory's entries and its own state */
 		for (; j < sc.n && strcmp(sc.v[j].name, c->name) == 0; j++) {
 			count += sc.v[j].count;
+			dir |= sc.v[j].dir;
 			if (sc.v[j].info)
 				info = sc.v[j].info;
 		}
 		total++;
 		if (listed < STATES_MAX) {
-			size_t nl = strlen(c->name);
-
 			tend_buf_puts(out, listed++ ? ", {\"name\": "
 						    : "{\"name\": ");
 			tend_buf_json(out, c->name);
 			tend_buf_printf(out, ", \"dir\": %s, \"count\": %zu",
-			    c->name[nl - 1] == '/' ? "true" : "false", count);
+			    dir ? "true" : "false", count);
 			if (info)
 				tend_buf_printf(out, ", %s", info);
 			tend_buf_putc(out, '}');
