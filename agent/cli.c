@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "app.h"
 #include "check.h"
 #include "inspect.h"
+#include "json.h"
 #include "store.h"
 #include "top.h"
 #include "watch.h"
@@ -55,6 +57,55 @@ struct cli {
 	uint64_t same_err;
 };
 
+/* --json: every outcome is one JSON document on stdout, a failure too
+ * ({"error": "...", "exit": N}, beside the message on stderr) */
+static bool json_mode;
+static bool doc_printed;  /* the command's own document is out */
+static char *first_error; /* the message of the failure, for the JSON */
+
+static void
+keep_error(const char *msg)
+{
+	size_t n = strlen(msg);
+
+	if (first_error || !json_mode)
+		return;
+	while (n && msg[n - 1] == '\n')
+		n--;
+	first_error = strndup(msg, n);
+}
+
+static void
+say_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* "tend: MESSAGE" on stderr, kept for the JSON error document */
+static void
+say_error(const char *fmt, ...)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	tend_buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "tend: %s\n", b.ptr);
+	keep_error(b.ptr);
+	tend_buf_release(&b);
+}
+
+static void
+json_error(int code)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+
+	tend_buf_puts(&b, "{\"error\": ");
+	tend_buf_json(&b, first_error ? first_error : "failed");
+	tend_buf_printf(&b, ", \"exit\": %d}\n", code);
+	fputs(b.ptr, stdout);
+	tend_buf_release(&b);
+	doc_printed = true;
+}
+
 static void
 flush_same_errors(struct cli *c)
 {
@@ -80,6 +131,7 @@ static const char *const usage_text =
     "  drop  APP...     revert every target state of the app, forget it\n"
     "  watch            the agent: catch up, then follow changes (inotify)\n"
     "  top              the dashboard of a running agent (ncurses)\n"
+    "  help [COMMAND]   this text, or a command's\n"
     "\n"
     "Options:\n"
     "  -C DIR           run as if started in DIR\n"
@@ -92,6 +144,7 @@ static const char *const usage_text =
     "  --allow-delete   release deletes held back by the delete brake\n"
     "  --version        print the version\n"
     "  -h, --help       this text, or a command's: tend COMMAND --help\n"
+    "                   (or tend help COMMAND)\n"
     "\n"
     "Exit status: 0 success, 1 failures/held deletes/drift, 2 usage or\n"
     "config error, 3 (plan) changes pending.\n";
@@ -126,22 +179,30 @@ static const struct {
 		  "Read every tracked target and compare it with its "
 		  "tracking record.\nExit status 1 when something drifted; "
 		  "`tend sync --full` repairs it.\n"},
-	{"watch", "usage: tend watch [--daemon | --tui] [--allow-delete] [-v]\n\n"
-		  "--daemon detaches once the catch-up pass is done and logs "
-		  "to\n.tend/agent.log. --tui runs the dashboard (tend top) in "
-		  "the same\nprocess and logs to .tend/agent.log; quitting it "
-		  "stops the agent.\n\n"
+	{"watch", "usage: tend watch [--daemon | --tui] [--allow-delete] "
+		  "[-q | -v]\n\n"
 		  "Catch up once, then follow every app's sources with inotify "
 		  "and apply\nchanges as they happen (debounce and max-delay "
-		  "from [tend] in tend.conf).\nChanged files re-run only their "
-		  "component; directory moves, overflows\nand lost watches "
-		  "trigger a full pass (stat signatures keep it cheap).\n"
+		  "from [tend] in tend.conf).\nA changed file re-runs only its "
+		  "component; a directory created, moved\nor removed re-scans "
+		  "just that subtree; a queue overflow, a lost source\nroot, a "
+		  ".gitignore or tend.conf edit, more than 4,096 changed paths "
+		  "at\nonce or more than 20,000 files under changed directories "
+		  "make the\napp's next pass a full one (stat signatures keep "
+		  "it cheap).\n\n"
+		  "In the foreground it prints one line per pass (time, app, "
+		  "what it did);\n-q only errors, -v more (directory moves). "
+		  "--daemon detaches once the\ncatch-up is done and logs to "
+		  ".tend/agent.log. --tui runs the dashboard\n(tend top) on "
+		  "this terminal in the same process and logs to\n"
+		  ".tend/agent.log; quitting it stops the agent.\n\n"
 		  "Edits of tend.conf and SIGHUP reload the config; SIGINT and "
 		  "SIGTERM\nfinish the current pass and exit 0. One agent per "
-		  "workspace: its pid is\nin .tend/agent.pid. While it runs, "
-		  "`tend status` and `tend sync` ask it\nthrough "
-		  ".tend/agent.sock (JSON lines; commands: status, sync, "
-		  "pause,\nresume, rescan, subscribe, settle).\n"},
+		  "workspace: its pid is\nin .tend/agent.pid, and it holds "
+		  ".tend/write.lock while it runs. `tend\nstatus` and `tend "
+		  "sync` ask it through .tend/agent.sock (JSON lines;\n"
+		  "commands: status, sync, rescan, pause, resume, approve, "
+		  "states,\nsubscribe, settle: see docs/agent.md).\n"},
 	{"top", "usage: tend top\n\n"
 		"The dashboard of the workspace's running agent: the header "
 		"(agent state,\nwatches, overflows, queue, last pass), apps, "
@@ -155,9 +216,12 @@ static const struct {
 		"NO_COLOR turns colors off.\nWithout a running agent it says "
 		"so and exits 1: start one with\n`tend watch --daemon`, or run "
 		"both at once with `tend watch --tui`.\n"},
-	{"drop", "usage: tend drop APP...\n\n"
+	{"drop", "usage: tend drop [--json] APP...\n\n"
 		 "Revert every target state the app created (delete what it "
-		 "wrote), then\nforget the app. Not braked: it is explicit.\n"},
+		 "wrote), then\nforget the app. Not braked: it is explicit. "
+		 "APP may be one that left\ntend.conf but is still tracked.\n"},
+	{"help", "usage: tend help [COMMAND]\n\n"
+		 "The list of commands, or what tend COMMAND --help says.\n"},
 };
 
 static void
@@ -166,13 +230,18 @@ die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void
 die_usage(const char *fmt, ...)
 {
+	struct tend_buf b = TEND_BUF_INIT;
 	va_list ap;
 
-	fputs("tend: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	tend_buf_vprintf(&b, fmt, ap);
 	va_end(ap);
-	fputs("\nTry 'tend --help'.\n", stderr);
+	fprintf(stderr, "tend: %s\nTry 'tend --help'.\n", b.ptr);
+	if (json_mode) {
+		keep_error(b.ptr);
+		json_error(EXIT_USAGE);
+	}
+	tend_buf_release(&b);
 	exit(EXIT_USAGE);
 }
 
@@ -330,16 +399,50 @@ selected(struct cli *c, const char *name)
 	return false;
 }
 
+/*
+ * Every APP on the command line is in tend.conf; `tracked_ok`: or is
+ * still tracked from before (drop and ls take an app that left it).
+ */
 static int
-check_app_names(struct cli *c, struct tend_ws *ws)
+check_app_names(struct cli *c, struct tend_ws *ws, bool tracked_ok)
 {
-	for (size_t i = 0; i < c->napps; i++)
-		if (!tend_ws_app(ws, c->apps[i])) {
-			fprintf(stderr, "tend: no app \"%s\" in %s\n",
-			    c->apps[i], ws->conf_path);
-			return EXIT_USAGE;
+	char **tracked = NULL;
+	size_t ntracked = 0;
+	bool loaded = false;
+	int rc = 0;
+
+	for (size_t i = 0; i < c->napps && !rc; i++) {
+		bool was = false;
+
+		if (tend_ws_app(ws, c->apps[i]))
+			continue;
+		/* (no state directory yet: nothing is tracked, and an error
+		 * creates none) */
+		if (!loaded && access(ws->state_dir, F_OK) == 0 &&
+		    tend_ws_tracked_apps(ws, &tracked, &ntracked) != 0) {
+			say_error("%s", tend_error_last());
+			rc = EXIT_FAIL;
+			break;
 		}
-	return 0;
+		loaded = true;
+		for (size_t k = 0; k < ntracked; k++)
+			was |= strcmp(tracked[k], c->apps[i]) == 0;
+		if (was && tracked_ok)
+			continue;
+		if (was)
+			say_error("app \"%s\" is no longer in %s: %s needs its "
+				  "configuration (its targets stay; tend drop "
+				  "%s removes them)",
+			    c->apps[i], ws->conf_path, c->cmd, c->apps[i]);
+		else
+			say_error("no app \"%s\" in %s", c->apps[i],
+			    ws->conf_path);
+		rc = EXIT_USAGE;
+	}
+	for (size_t k = 0; k < ntracked; k++)
+		free(tracked[k]);
+	free(tracked);
+	return rc;
 }
 
 struct last_pass {
@@ -361,7 +464,7 @@ put_last(struct tend_txn *txn, void *arg)
 /*
  * Open the workspace to write to it: refused while an agent runs (it
  * applies changes itself; a second writer beside it would race it), and
- * serialised with any other writing tend by state/write.lock.
+ * serialised with any other writing tend by .tend/write.lock.
  */
 static int
 writer_open(struct tend_ws *ws, const char *who)
@@ -369,24 +472,30 @@ writer_open(struct tend_ws *ws, const char *who)
 	int pid = tend_ws_agent_pid(ws);
 
 	if (pid < 0) {
-		fprintf(stderr, "tend: an agent is starting for this "
-				"workspace; try again when it runs\n");
+		say_error("an agent is starting for this workspace; try again "
+			  "when it runs");
 		return EXIT_USAGE;
 	}
 	if (pid) {
-		fprintf(stderr,
-		    "tend: an agent (pid %d) runs for this workspace and "
-		    "applies changes itself; it takes a plain `tend sync`, "
-		    "not %s with these options: stop it first "
-		    "(kill -TERM %d)\n",
+		say_error("an agent (pid %d) runs for this workspace and "
+			  "applies changes itself; it takes a plain `tend "
+			  "sync`, not %s with these options: stop it first "
+			  "(kill -TERM %d)",
 		    pid, who, pid);
 		return EXIT_USAGE;
 	}
 	if (tend_ws_open(ws) || tend_ws_lock(ws, who)) {
-		fprintf(stderr, "tend: %s\n", tend_error_last());
+		say_error("%s", tend_error_last());
 		return EXIT_FAIL;
 	}
 	return 0;
+}
+
+static void
+put_doc(struct tend_buf *b)
+{
+	fputs(b->ptr, stdout);
+	doc_printed = true;
 }
 
 static int
@@ -395,7 +504,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 	struct tend_buf out = TEND_BUF_INIT;
 	int status = 0, rc;
 
-	if ((rc = check_app_names(c, ws)))
+	if ((rc = check_app_names(c, ws, false)))
 		return rc;
 	if (!preview && !c->full && !c->napps && !c->allow_delete) {
 		/* an agent runs: it does the pass, we report it */
@@ -405,9 +514,11 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		    0) {
 			int st = strstr(reply.ptr, "\"status\": 1") ? EXIT_FAIL : 0;
 
-			if (c->json)
+			if (c->json) {
 				printf("{\"agent\": true, \"passes\": [%s]}\n",
 				    reply.ptr);
+				doc_printed = true;
+			}
 			else if (!c->quiet)
 				printf("(applied by the running agent)\n%s",
 				    reply.ptr);
@@ -419,7 +530,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 	if (!preview && (rc = writer_open(ws, "tend sync")))
 		return rc;
 	if (preview && (rc = tend_ws_open(ws))) {
-		fprintf(stderr, "tend: %s\n", tend_error_last());
+		say_error("%s", tend_error_last());
 		return EXIT_FAIL;
 	}
 	tend_engine_subscribe(ws->eng, ~0u, on_event, c);
@@ -516,7 +627,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 	} else if (c->json)
 		tend_buf_puts(&out, "\n]}\n");
 	if (c->json)
-		fputs(out.ptr, stdout);
+		put_doc(&out);
 	tend_buf_release(&out);
 	return status;
 }
@@ -571,10 +682,12 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 
 	if (c->napps > 1)
 		die_usage("%s takes at most one app", c->cmd);
+	if ((rc = check_app_names(c, ws, !check)))
+		return rc;
 	/* a running agent commits what it settled before we read it */
 	tend_agent_settle(ws->state_dir);
 	if ((rc = tend_ws_open(ws))) {
-		fprintf(stderr, "tend: %s\n", tend_error_last());
+		say_error("%s", tend_error_last());
 		return EXIT_FAIL;
 	}
 	if (c->json)
@@ -588,7 +701,7 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		else
 			rc = tend_engine_list(ws->eng, name, on_state, &l);
 		if (rc) {
-			fprintf(stderr, "tend: %s\n", tend_error_last());
+			say_error("%s", tend_error_last());
 			tend_buf_release(&out);
 			return EXIT_FAIL;
 		}
@@ -599,7 +712,7 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 	}
 	if (c->json) {
 		tend_buf_printf(&out, "%s]}\n", l.n ? "\n" : "");
-		fputs(out.ptr, stdout);
+		put_doc(&out);
 	} else if (check && !c->quiet)
 		printf(drift ? "%u target state(s) drifted: tend sync --full "
 			       "repairs them\n"
@@ -640,13 +753,17 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 		agent.ptr[--agent.len] = '\0';
 	if ((rc = tend_ws_open(ws)) ||
 	    (rc = tend_ws_tracked_apps(ws, &tracked, &ntracked))) {
-		fprintf(stderr, "tend: %s\n", tend_error_last());
+		say_error("%s", tend_error_last());
 		tend_buf_release(&agent);
 		return EXIT_FAIL;
 	}
 	if (!c->json && !c->quiet) {
 		printf("workspace %s (state %s)\n", ws->root, ws->cfg.state);
 		printf("agent: %s\n", running ? agent.ptr : "not running");
+		if (!ws->cfg.napps)
+			printf("%s defines no apps: add an [app \"NAME\"] "
+			       "section with a source and a target (see "
+			       "tend(1))\n", ws->conf_path);
 	}
 	if (c->json) {
 		tend_buf_printf(&out, "{\"workspace\": ");
@@ -695,7 +812,7 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 	tend_store_read_end(txn);
 	if (c->json) {
 		tend_buf_puts(&out, "\n]}\n");
-		fputs(out.ptr, stdout);
+		put_doc(&out);
 	}
 	for (size_t i = 0; i < ntracked; i++)
 		free(tracked[i]);
@@ -729,13 +846,18 @@ forget_body(struct tend_txn *txn, void *arg)
 static int
 cmd_drop(struct cli *c, struct tend_ws *ws)
 {
+	struct tend_buf out = TEND_BUF_INIT;
 	int status = 0, rc;
 
 	if (!c->napps)
 		die_usage("drop needs the name of an app");
+	if ((rc = check_app_names(c, ws, true)))
+		return rc;
 	if ((rc = writer_open(ws, "tend drop")))
 		return rc;
 	tend_engine_subscribe(ws->eng, ~0u, on_event, c);
+	if (c->json)
+		tend_buf_puts(&out, "{\"apps\": [");
 	for (size_t i = 0; i < c->napps; i++) {
 		struct tend_stats st;
 		struct forget f = {c->apps[i]};
@@ -753,13 +875,28 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 					"again)\n",
 			    c->apps[i], tend_error_last());
 			status = EXIT_FAIL;
-		} else if (c->json)
-			printf("{\"app\": \"%s\", \"deleted\": %llu}\n",
-			    c->apps[i], (unsigned long long)c->deleted);
-		else if (!c->quiet)
+		} else if (!c->quiet && !c->json)
 			printf("%s: dropped, %llu target states reverted\n",
 			    c->apps[i], (unsigned long long)c->deleted);
+		if (c->json) {
+			tend_buf_puts(&out, i ? ",\n  {\"app\": " : "\n  {\"app\": ");
+			tend_buf_json(&out, c->apps[i]);
+			tend_buf_printf(&out, ", \"status\": %d, \"deleted\": %llu, "
+					      "\"failed\": %llu",
+			    rc ? 1 : 0, (unsigned long long)c->deleted,
+			    (unsigned long long)c->failed);
+			if (rc) {
+				tend_buf_puts(&out, ", \"error\": ");
+				tend_buf_json(&out, tend_error_last());
+			}
+			tend_buf_putc(&out, '}');
+		}
 	}
+	if (c->json) {
+		tend_buf_puts(&out, "\n]}\n");
+		put_doc(&out);
+	}
+	tend_buf_release(&out);
 	return status;
 }
 
@@ -911,39 +1048,80 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 	struct tend_buf err = TEND_BUF_INIT;
 	int rc;
 
+	/* before anything can fail: a usage error is a JSON document too */
+	json_mode = doc_printed = false;
+	for (int i = 1; i < argc; i++)
+		json_mode |= strcmp(argv[i], "--json") == 0;
 	parse_args(&c, argc, argv);
 	if (!c.cmd) {
 		fputs(usage_text, c.help ? stdout : stderr);
 		return c.help ? 0 : EXIT_USAGE;
 	}
+	const char *topic = c.cmd;
+	bool help = c.help;
+	if (strcmp(c.cmd, "help") == 0 && !c.help) {
+		/* tend help [COMMAND]: what tend [COMMAND] --help says */
+		if (c.napps > 1)
+			die_usage("help takes one command");
+		if (!c.napps) {
+			fputs(usage_text, stdout);
+			return 0;
+		}
+		topic = c.apps[0];
+		help = true;
+	}
 	size_t ci;
 	for (ci = 0; ci < sizeof cmd_help / sizeof *cmd_help; ci++)
-		if (strcmp(cmd_help[ci].cmd, c.cmd) == 0)
+		if (strcmp(cmd_help[ci].cmd, topic) == 0)
 			break;
 	if (ci == sizeof cmd_help / sizeof *cmd_help)
-		die_usage("unknown command \"%s\"", c.cmd);
-	if (c.help) {
+		die_usage("unknown command \"%s\"", topic);
+	if (help) {
 		fputs(cmd_help[ci].help, stdout);
+		free(c.apps);
 		return 0;
 	}
+	bool watch = strcmp(c.cmd, "watch") == 0;
+	if (watch && c.napps)
+		die_usage("watch takes no app: it follows every app of "
+			  "tend.conf");
+	if (watch && c.daemon && c.tui)
+		die_usage("--daemon and --tui do not go together: --tui runs "
+			  "the dashboard on this terminal");
+	if (watch && c.tui && !isatty(1))
+		die_usage("watch --tui needs a terminal: standard output is "
+			  "not one");
 	c.tty = isatty(2) && !c.quiet && !c.json;
 	rc = tend_ws_load(&ws, c.dir, c.conf, &err);
 	if (rc) {
 		fprintf(stderr, "%s%s", rc == TEND_EINVALID ? "" : "tend: ",
 		    err.ptr);
+		keep_error(err.ptr);
 		tend_buf_release(&err);
 		tend_ws_close(&ws);
 		free(c.apps);
-		return EXIT_USAGE;
+		rc = EXIT_USAGE;
+		goto out;
 	}
 	tend_buf_release(&err);
 	if (opts && (rc = tend_ws_add_code_apps(&ws, opts)) != 0) {
-		fprintf(stderr, "tend: %s\n", tend_error_last());
+		say_error("%s", tend_error_last());
 		tend_ws_close(&ws);
 		free(c.apps);
-		return EXIT_USAGE;
+		rc = EXIT_USAGE;
+		goto out;
 	}
-	if (strcmp(c.cmd, "sync") == 0)
+	/* a config without apps has nothing to do: every command says so
+	 * (status reports it; drop and ls APP still reach apps tracked from
+	 * before) */
+	if (!ws.cfg.napps && strcmp(c.cmd, "status") != 0 &&
+	    strcmp(c.cmd, "drop") != 0 &&
+	    !(strcmp(c.cmd, "ls") == 0 && c.napps)) {
+		say_error("%s defines no apps: add an [app \"NAME\"] section "
+			  "with a source and a target (see tend(1))",
+		    ws.conf_path);
+		rc = EXIT_USAGE;
+	} else if (strcmp(c.cmd, "sync") == 0)
 		rc = cmd_sync(&c, &ws, false);
 	else if (strcmp(c.cmd, "plan") == 0)
 		rc = cmd_sync(&c, &ws, true);
@@ -959,8 +1137,10 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 
 		rc = tend_top_run(&to);
 	}
-	else if (strcmp(c.cmd, "watch") == 0) {
-		struct tend_agent_opts ao = {.verbose = c.verbose,
+	else if (watch) {
+		/* one line per pass unless -q; -v says more */
+		struct tend_agent_opts ao = {
+		    .verbose = c.quiet ? 0 : 1 + c.verbose,
 		    .allow_delete = c.allow_delete, .ready_fd = -1,
 		    .stop_fd = -1};
 		const char *rfd = getenv("TEND_READY_FD");
@@ -1009,17 +1189,14 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 			}
 			tend_buf_release(&log);
 			ao.ready_fd = p[1];
-			if (!ao.verbose)
-				ao.verbose = 1;
 		}
-		if (c.daemon && c.tui)
-			die_usage("--daemon and --tui do not go together");
 		if (c.tui)
 			rc = watch_tui(&ws, &ao);
 		else
 			rc = tend_agent_run(&ws, &ao);
 		if (rc) {
 			fprintf(stderr, "tend watch: %s\n", tend_error_last());
+			keep_error(tend_error_last());
 			rc = rc == TEND_EEXISTS ? EXIT_USAGE : EXIT_FAIL;
 		}
 	}
@@ -1028,5 +1205,10 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 	tend_ws_close(&ws);
 	tend_buf_release(&c.json_items);
 	free(c.apps);
+out:
+	if (json_mode && rc && rc != EXIT_PENDING && !doc_printed)
+		json_error(rc);
+	free(first_error);
+	first_error = NULL;
 	return rc;
 }
