@@ -158,7 +158,9 @@ static const struct {
 		 "every changed\nitem and apply the difference to its targets. "
 		 "Unchanged files are not\nread (their stat signature "
 		 "decides). Prints a progress line on a terminal\nand one "
-		 "summary line per app.\n\n"
+		 "summary line per app. While an agent (tend watch) runs, a "
+		 "plain\nsync is handed to it and its passes are reported the "
+		 "same way.\n\n"
 		 "  --full          ignore memos and signatures: re-apply "
 		 "everything\n"
 		 "  --allow-delete  apply deletes the delete brake held back "
@@ -171,10 +173,16 @@ static const struct {
 		 "status 3 when changes are pending.\n"},
 	{"ls", "usage: tend ls [--json] [APP]\n\n"
 	       "List tracked target states with their owning component and "
-	       "record.\n"},
+	       "record,\nsorted by path (spelled as plan spells it). APP may "
+	       "be one that left\ntend.conf but is still tracked.\n"},
 	{"status", "usage: tend status [--json]\n\n"
-		   "Per app: components, target states, unsettled states, "
-		   "and the last pass.\n"},
+		   "The running agent, if any (its pid, state, start, passes, "
+		   "watches,\noverflows, queued changes and actions applied), "
+		   "then per app: its\ntarget states, those unsettled (an "
+		   "apply was interrupted), what the\nagent has queued and the "
+		   "deletes it holds, and the app's last pass\n(when, as a "
+		   "local time and an age, and what it did). Apps no longer in\n"
+		   "tend.conf but still tracked are listed too.\n"},
 	{"check", "usage: tend check [--json] [APP]\n\n"
 		  "Read every tracked target and compare it with its "
 		  "tracking record.\nExit status 1 when something drifted; "
@@ -253,17 +261,6 @@ use_color(const struct cli *c)
 	return isatty(1) && !getenv("NO_COLOR");
 }
 
-/* "/@tend/dir/public/a.html" -> "public/a.html" */
-static const char *
-short_path(const char *p)
-{
-	if (strncmp(p, "/@tend/dir/", 11) == 0)
-		return p + 11;
-	if (strncmp(p, "/@tend/file/", 12) == 0)
-		return p + 12;
-	return p;
-}
-
 static void
 on_event(const struct tend_event *ev, void *arg)
 {
@@ -288,6 +285,8 @@ on_event(const struct tend_event *ev, void *arg)
 			tend_buf_json(b, ev->provider);
 			tend_buf_puts(b, ", \"path\": ");
 			tend_buf_json(b, path.ptr);
+			if (strchr(path.ptr, '\\'))
+				tend_buf_puts(b, ", \"path_escaped\": true");
 			tend_buf_printf(b, ", \"invalidation\": %s}",
 			    ev->invalidation == 1 ? "\"lossy\""
 			    : ev->invalidation == 2 ? "\"destructive\"" : "null");
@@ -491,6 +490,18 @@ writer_open(struct tend_ws *ws, const char *who)
 	return 0;
 }
 
+/* One app's pass in sync --json: {"app", "status", "result": {...}} */
+static void
+put_app_pass(struct tend_buf *b, size_t k, const char *app,
+    const struct tend_pass *p)
+{
+	tend_buf_puts(b, k ? ",\n  {\"app\": " : "\n  {\"app\": ");
+	tend_buf_json(b, app);
+	tend_buf_printf(b, ", \"status\": %d, \"result\": {", p->status);
+	tend_pass_json(b, p);
+	tend_buf_puts(b, "}}");
+}
+
 static void
 put_doc(struct tend_buf *b)
 {
@@ -498,34 +509,110 @@ put_doc(struct tend_buf *b)
 	doc_printed = true;
 }
 
+struct agent_pass {
+	char *app;
+	struct tend_json *j;
+};
+
+/*
+ * tend sync beside a running agent: the agent runs the passes and this
+ * reports them as its own would be (the same lines, the same JSON).
+ * Returns -1 when no agent answered, else the exit status.
+ */
+static int
+sync_by_agent(struct cli *c, struct tend_ws *ws)
+{
+	struct tend_buf reply = TEND_BUF_INIT, out = TEND_BUF_INIT;
+	struct agent_pass *v = NULL;
+	size_t n = 0;
+	int status = 0;
+
+	if (tend_agent_request(ws->state_dir, "sync", &reply, true) != 0) {
+		tend_buf_release(&reply);
+		return -1;
+	}
+	/* a pass_finished line per pass; an app's last one is the sync's */
+	for (char *line = reply.ptr; *line;) {
+		char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		struct tend_json *j = tend_json_parse(line, len, NULL, 0);
+		const char *app = tend_json_str(j, "app", NULL);
+		size_t k;
+
+		line += len + (nl != NULL);
+		if (!app) {
+			tend_json_free(j);
+			continue;
+		}
+		for (k = 0; k < n && strcmp(v[k].app, app) != 0; k++)
+			;
+		if (k == n) {
+			v = tend_xrealloc(v, (n + 1) * sizeof *v);
+			v[n++] = (struct agent_pass){tend_xstrdup(app), NULL};
+		}
+		tend_json_free(v[k].j);
+		v[k].j = j;
+	}
+	tend_buf_release(&reply);
+	int pid = tend_ws_agent_pid(ws);
+	if (c->json)
+		tend_buf_puts(&out, "{\"agent\": true, \"apps\": [");
+	else if (!c->quiet) {
+		if (pid > 0)
+			printf("applied by the running agent (pid %d):\n", pid);
+		else
+			printf("applied by the running agent:\n");
+	}
+	for (size_t k = 0; k < n; k++) {
+		struct tend_pass p;
+		size_t al = strlen(v[k].app);
+
+		tend_pass_from_json(&p, v[k].j);
+		if (p.status)
+			status = EXIT_FAIL;
+		if (p.error) /* (its messages name the app, or not) */
+			fprintf(stderr, "tend: %s%s%s\n",
+			    strncmp(p.error, v[k].app, al) == 0 &&
+				p.error[al] == ':' ? "" : v[k].app,
+			    strncmp(p.error, v[k].app, al) == 0 &&
+				p.error[al] == ':' ? "" : ": ",
+			    p.error);
+		if (c->json)
+			put_app_pass(&out, k, v[k].app, &p);
+		else if (!c->quiet) {
+			struct tend_buf t = TEND_BUF_INIT;
+
+			tend_pass_text(&t, &p);
+			printf("%s: %s\n", v[k].app, t.ptr);
+			tend_buf_release(&t);
+		}
+	}
+	if (c->json) {
+		tend_buf_puts(&out, n ? "\n]}\n" : "]}\n");
+		put_doc(&out);
+	}
+	for (size_t k = 0; k < n; k++) {
+		free(v[k].app);
+		tend_json_free(v[k].j);
+	}
+	free(v);
+	tend_buf_release(&out);
+	return status;
+}
+
 static int
 cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 {
 	struct tend_buf out = TEND_BUF_INIT;
 	int status = 0, rc;
+	size_t shown = 0;
 
 	if ((rc = check_app_names(c, ws, false)))
 		return rc;
 	if (!preview && !c->full && !c->napps && !c->allow_delete) {
 		/* an agent runs: it does the pass, we report it */
-		struct tend_buf reply = TEND_BUF_INIT;
-
-		if (tend_agent_request(ws->state_dir, "sync", &reply, true) ==
-		    0) {
-			int st = strstr(reply.ptr, "\"status\": 1") ? EXIT_FAIL : 0;
-
-			if (c->json) {
-				printf("{\"agent\": true, \"passes\": [%s]}\n",
-				    reply.ptr);
-				doc_printed = true;
-			}
-			else if (!c->quiet)
-				printf("(applied by the running agent)\n%s",
-				    reply.ptr);
-			tend_buf_release(&reply);
-			return st;
-		}
-		tend_buf_release(&reply);
+		if ((rc = sync_by_agent(c, ws)) >= 0)
+			return rc;
 	}
 	if (!preview && (rc = writer_open(ws, "tend sync")))
 		return rc;
@@ -535,7 +622,8 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 	}
 	tend_engine_subscribe(ws->eng, ~0u, on_event, c);
 	if (c->json)
-		tend_buf_puts(&out, preview ? "{\"actions\": [" : "{\"apps\": [");
+		tend_buf_puts(&out, preview ? "{\"actions\": ["
+					    : "{\"agent\": false, \"apps\": [");
 	for (size_t i = 0; i < ws->cfg.napps; i++) {
 		struct tend_app_config *app = &ws->cfg.apps[i];
 		struct tend_app_result res;
@@ -558,59 +646,42 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		double dt = now_s() - t0;
 		if (c->tty)
 			fputs("\r\033[K", stderr);
-		if (rc) {
+		/* an error of the app itself (the entries' failures have
+		 * been said, and are counted) */
+		bool app_error = rc && (res.error || res.held_deletes ||
+					   (!c->failed && !c->errors));
+		if (rc)
 			status = EXIT_FAIL;
-			if (res.error || res.held_deletes ||
-			    (!c->failed && !c->errors))
-				fprintf(stderr, "tend: %s\n", tend_error_last());
-		}
+		if (app_error)
+			fprintf(stderr, "tend: %s\n", tend_error_last());
 		if (!preview) {
 			struct last_pass lp = {TEND_BUF_INIT, app->name};
+			struct tend_pass p = {.time = (long long)time(NULL),
+			    .ms = (uint64_t)(dt * 1000 + 0.5),
+			    .status = rc ? 1 : 0, .created = c->created,
+			    .updated = c->updated, .deleted = c->deleted,
+			    .failed = c->failed, .errors = c->errors,
+			    .held_deletes = res.held_deletes,
+			    .files = res.files, .read = res.hashed,
+			    .error = app_error ? tend_error_last() : NULL};
 
-			tend_buf_printf(&lp.text,
-			    "{\"time\": %lld, \"seconds\": %.3f, "
-			    "\"created\": %llu, \"updated\": %llu, "
-			    "\"deleted\": %llu, \"failed\": %llu, "
-			    "\"errors\": %llu, \"held_deletes\": %llu, "
-			    "\"files\": %llu}",
-			    (long long)time(NULL), dt,
-			    (unsigned long long)c->created,
-			    (unsigned long long)c->updated,
-			    (unsigned long long)c->deleted,
-			    (unsigned long long)c->failed,
-			    (unsigned long long)c->errors,
-			    (unsigned long long)res.held_deletes,
-			    (unsigned long long)res.files);
+			tend_buf_putc(&lp.text, '{');
+			tend_pass_json(&lp.text, &p);
+			tend_buf_putc(&lp.text, '}');
 			tend_store_write_settle(tend_engine_store(ws->eng), put_last,
 			    &lp);
-			if (c->json) {
-				tend_buf_puts(&out, i ? ",\n  " : "\n  ");
-				tend_buf_puts(&out, "{\"app\": ");
-				tend_buf_json(&out, app->name);
-				tend_buf_printf(&out, ", \"result\": %s, "
-						      "\"hashed\": %llu, "
-						      "\"status\": %d}",
-				    lp.text.ptr,
-				    (unsigned long long)res.hashed, rc ? 1 : 0);
-			} else if (!c->quiet) {
-				printf("%s: %llu created, %llu updated, %llu "
-				       "deleted",
-				    app->name, (unsigned long long)c->created,
-				    (unsigned long long)c->updated,
-				    (unsigned long long)c->deleted);
-				if (c->failed || c->errors)
-					printf(", %llu failed",
-					    (unsigned long long)(c->failed +
-						c->errors));
-				if (res.held_deletes)
-					printf(", %llu deletes held",
-					    (unsigned long long)res.held_deletes);
-				printf("; %llu files (%llu read) in %.2fs\n",
-				    (unsigned long long)res.files,
-				    (unsigned long long)res.hashed, dt);
+			if (c->json)
+				put_app_pass(&out, shown, app->name, &p);
+			else if (!c->quiet) {
+				struct tend_buf t = TEND_BUF_INIT;
+
+				tend_pass_text(&t, &p);
+				printf("%s: %s\n", app->name, t.ptr);
+				tend_buf_release(&t);
 			}
 			tend_buf_release(&lp.text);
 		}
+		shown++;
 		tend_app_result_finish(&res);
 	}
 	if (preview) {
@@ -625,59 +696,106 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		if (status == 0 && c->pending)
 			status = EXIT_PENDING;
 	} else if (c->json)
-		tend_buf_puts(&out, "\n]}\n");
+		tend_buf_puts(&out, shown ? "\n]}\n" : "]}\n");
 	if (c->json)
 		put_doc(&out);
 	tend_buf_release(&out);
 	return status;
 }
 
+/* Text for a terminal: control characters and bytes that are not UTF-8
+ * as plan escapes them, \t \n \xNN (an owner's component path, a drift
+ * message: text to read, not names to parse) */
+static void
+put_readable(struct tend_buf *b, const char *s)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < n;) {
+		unsigned char ch = (unsigned char)s[i];
+		size_t l = tend_utf8_len(s + i, n - i);
+
+		if (ch == '\n' || ch == '\t') {
+			tend_buf_puts(b, ch == '\n' ? "\\n" : "\\t");
+			i++;
+		} else if (ch < 0x20 || ch == 0x7f || l == 0) {
+			tend_buf_printf(b, "\\x%02x", ch);
+			i++;
+		} else {
+			tend_buf_put(b, s + i, l);
+			i += l;
+		}
+	}
+}
+
+struct ls_row {
+	char *path;  /* as plan spells it */
+	char *line;  /* what is printed: text, or a JSON object */
+};
+
 struct ls_ctx {
 	struct cli *c;
-	struct tend_buf *out;
-	unsigned n;
+	struct ls_row *v;
+	size_t n;
 };
 
 static void
 on_state(const struct tend_state_info *si, void *arg)
 {
 	struct ls_ctx *l = arg;
-	struct tend_buf rec = TEND_BUF_INIT;
+	struct tend_buf rec = TEND_BUF_INIT, path = TEND_BUF_INIT;
+	struct tend_buf line = TEND_BUF_INIT;
 
 	if (si->record)
 		tend_buf_puthex(&rec, si->record,
 		    si->len > 17 ? 17 : si->len);
+	tend_state_display_path(&path, si->path, si->container);
 	if (l->c->json) {
-		tend_buf_puts(l->out, l->n ? ",\n  {" : "\n  {");
-		tend_buf_puts(l->out, "\"path\": ");
-		tend_buf_json(l->out, short_path(si->path));
-		tend_buf_puts(l->out, ", \"owner\": ");
-		tend_buf_json(l->out, si->component);
-		tend_buf_printf(l->out, ", \"record\": \"%s\", \"container\": "
-					"%s, \"pending\": %s",
+		tend_buf_puts(&line, "{\"path\": ");
+		tend_buf_json(&line, path.ptr);
+		if (strchr(path.ptr, '\\'))
+			tend_buf_puts(&line, ", \"path_escaped\": true");
+		tend_buf_puts(&line, ", \"owner\": ");
+		tend_buf_json(&line, si->component);
+		tend_buf_printf(&line, ", \"record\": \"%s\", \"container\": "
+				       "%s, \"pending\": %s",
 		    rec.ptr, si->container ? "true" : "false",
 		    si->pending ? "true" : "false");
 		if (si->drift) {
-			tend_buf_puts(l->out, ", \"drift\": ");
-			tend_buf_json(l->out, si->drift);
+			tend_buf_puts(&line, ", \"drift\": ");
+			tend_buf_json(&line, si->drift);
 		}
-		tend_buf_putc(l->out, '}');
-	} else if (si->drift)
-		printf("drift %s: %s\n", short_path(si->path), si->drift);
-	else
-		printf("%s%s  %s  %s%s\n", short_path(si->path),
-		    si->container ? "/" : "", si->record ? rec.ptr : "-",
-		    si->component, si->pending ? "  (pending)" : "");
-	l->n++;
+		tend_buf_putc(&line, '}');
+	} else if (si->drift) {
+		tend_buf_printf(&line, "drift %s: ", path.ptr);
+		put_readable(&line, si->drift);
+		tend_buf_putc(&line, '\n');
+	} else {
+		tend_buf_printf(&line, "%s  %s  ", path.ptr,
+		    si->record ? rec.ptr : "-");
+		put_readable(&line, si->component);
+		tend_buf_puts(&line, si->pending ? "  (pending)\n" : "\n");
+	}
+	l->v = tend_xrealloc(l->v, (l->n + 1) * sizeof *l->v);
+	l->v[l->n].path = tend_buf_detach(&path, NULL);
+	l->v[l->n++].line = tend_buf_detach(&line, NULL);
 	tend_buf_release(&rec);
+}
+
+static int
+cmp_row(const void *x, const void *y)
+{
+	return strcmp(((const struct ls_row *)x)->path,
+	    ((const struct ls_row *)y)->path);
 }
 
 static int
 cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 {
 	struct tend_buf out = TEND_BUF_INIT;
-	struct ls_ctx l = {c, &out, 0};
-	unsigned drift = 0, total = 0;
+	struct ls_ctx l = {c, NULL, 0};
+	unsigned drift = 0;
+	size_t shown = 0;
 	int rc;
 
 	if (c->napps > 1)
@@ -696,22 +814,35 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		const char *name = c->napps ? c->apps[0] : ws->cfg.apps[i].name;
 		unsigned d = 0;
 
+		l.n = 0;
 		if (check)
 			rc = tend_engine_check(ws->eng, name, on_state, &l, &d);
 		else
 			rc = tend_engine_list(ws->eng, name, on_state, &l);
+		/* each app's states in the order of their paths */
+		qsort(l.v, l.n, sizeof *l.v, cmp_row);
+		for (size_t k = 0; k < l.n; k++) {
+			if (!rc && c->json) {
+				tend_buf_puts(&out, shown++ ? ",\n  " : "\n  ");
+				tend_buf_puts(&out, l.v[k].line);
+			} else if (!rc)
+				fputs(l.v[k].line, stdout);
+			free(l.v[k].path);
+			free(l.v[k].line);
+		}
 		if (rc) {
 			say_error("%s", tend_error_last());
+			free(l.v);
 			tend_buf_release(&out);
 			return EXIT_FAIL;
 		}
 		drift += d;
-		total++;
 		if (c->napps)
 			break;
 	}
+	free(l.v);
 	if (c->json) {
-		tend_buf_printf(&out, "%s]}\n", l.n ? "\n" : "");
+		tend_buf_printf(&out, "%s]}\n", shown ? "\n" : "");
 		put_doc(&out);
 	} else if (check && !c->quiet)
 		printf(drift ? "%u target state(s) drifted: tend sync --full "
@@ -736,42 +867,123 @@ on_count(const struct tend_state_info *si, void *arg)
 	cc->containers += si->container;
 }
 
+/* "12:03:04, 5 s ago" (with the date when it is not today's) */
+static void
+put_when(struct tend_buf *b, long long t)
+{
+	time_t now = time(NULL), tt = (time_t)t;
+	long long age = (long long)now - t;
+	struct tm tm, today;
+	char s[32];
+
+	localtime_r(&tt, &tm);
+	localtime_r(&now, &today);
+	strftime(s, sizeof s,
+	    tm.tm_year == today.tm_year && tm.tm_yday == today.tm_yday
+		? "%H:%M:%S" : "%Y-%m-%d %H:%M:%S", &tm);
+	tend_buf_printf(b, "%s, ", s);
+	if (age < 0)
+		tend_buf_puts(b, "in the future (is the clock right?)");
+	else if (age < 60)
+		tend_buf_printf(b, "%lld s ago", age);
+	else if (age < 3600)
+		tend_buf_printf(b, "%lld min ago", age / 60);
+	else if (age < 2 * 86400)
+		tend_buf_printf(b, "%lld h %lld min ago", age / 3600,
+		    age % 3600 / 60);
+	else
+		tend_buf_printf(b, "%lld days ago", age / 86400);
+}
+
+/* The agent's entry for `name` in its status answer, or NULL */
+static const struct tend_json *
+agent_app(const struct tend_json *agent, const char *name)
+{
+	const struct tend_json *apps = tend_json_get(agent, "apps");
+
+	for (const struct tend_json *a = apps ? apps->child : NULL; a;
+	     a = a->next)
+		if (strcmp(tend_json_str(a, "name", ""), name) == 0)
+			return a;
+	return NULL;
+}
+
+/*
+ * tend status: the agent, then each app, in tend.conf's order and then
+ * those tracked from before. Text says it with local times and ages; the
+ * JSON has the same facts under the same names as sync's.
+ */
 static int
 cmd_status(struct cli *c, struct tend_ws *ws)
 {
 	char **tracked = NULL;
-	size_t ntracked = 0;
-	struct tend_buf out = TEND_BUF_INIT;
+	size_t ntracked = 0, shown = 0;
+	struct tend_buf out = TEND_BUF_INIT, reply = TEND_BUF_INIT;
 	struct tend_txn *txn = NULL;
+	struct tend_json *agent = NULL;
 	int rc;
 
-	struct tend_buf agent = TEND_BUF_INIT;
-	bool running = tend_agent_request(ws->state_dir, "status", &agent,
-			   false) == 0;
-
-	while (agent.len && agent.ptr[agent.len - 1] == '\n')
-		agent.ptr[--agent.len] = '\0';
+	if (tend_agent_request(ws->state_dir, "status", &reply, false) == 0)
+		agent = tend_json_parse(reply.ptr, reply.len, NULL, 0);
+	tend_buf_release(&reply);
 	if ((rc = tend_ws_open(ws)) ||
 	    (rc = tend_ws_tracked_apps(ws, &tracked, &ntracked))) {
 		say_error("%s", tend_error_last());
-		tend_buf_release(&agent);
+		tend_json_free(agent);
 		return EXIT_FAIL;
 	}
-	if (!c->json && !c->quiet) {
+	if (c->json) {
+		tend_buf_printf(&out, "{\"workspace\": ");
+		tend_buf_json(&out, ws->root);
+		tend_buf_puts(&out, ", \"agent\": ");
+		if (agent) {
+			/* its status answer, but for "event", and its apps
+			 * are under "apps" below */
+			tend_buf_putc(&out, '{');
+			for (const struct tend_json *m = agent->child; m;
+			     m = m->next) {
+				if (strcmp(m->key, "event") == 0 ||
+				    strcmp(m->key, "apps") == 0)
+					continue;
+				tend_buf_puts(&out, out.ptr[out.len - 1] == '{'
+						  ? "" : ", ");
+				tend_buf_json(&out, m->key);
+				tend_buf_puts(&out, ": ");
+				tend_json_write(&out, m);
+			}
+			tend_buf_putc(&out, '}');
+		} else
+			tend_buf_puts(&out, "null");
+		tend_buf_puts(&out, ", \"apps\": [");
+	} else if (!c->quiet) {
 		printf("workspace %s (state %s)\n", ws->root, ws->cfg.state);
-		printf("agent: %s\n", running ? agent.ptr : "not running");
+		if (agent) {
+			struct tend_buf t = TEND_BUF_INIT;
+			long long started = tend_json_int(agent, "started", 0,
+			    TEND_JSON_INT_MAX, 0);
+
+			if (started)
+				put_when(&t, started);
+			else
+				tend_buf_puts(&t, "?");
+			printf("agent: pid %lld, %s, started %s; %lld passes, "
+			       "%lld watches, %lld overflows, %lld queued, "
+			       "%lld applied\n",
+			    tend_json_int(agent, "pid", 0, INT32_MAX, 0),
+			    tend_json_str(agent, "state", "?"), t.ptr,
+			    tend_json_int(agent, "passes", 0, TEND_JSON_INT_MAX, 0),
+			    tend_json_int(agent, "watches", 0, TEND_JSON_INT_MAX, 0),
+			    tend_json_int(agent, "overflows", 0, TEND_JSON_INT_MAX, 0),
+			    tend_json_int(agent, "queue", 0, TEND_JSON_INT_MAX, 0),
+			    tend_json_int(agent, "applied", 0, TEND_JSON_INT_MAX, 0));
+			tend_buf_release(&t);
+		} else
+			printf("agent: not running\n");
 		if (!ws->cfg.napps)
 			printf("%s defines no apps: add an [app \"NAME\"] "
 			       "section with a source and a target (see "
 			       "tend(1))\n", ws->conf_path);
 	}
-	if (c->json) {
-		tend_buf_printf(&out, "{\"workspace\": ");
-		tend_buf_json(&out, ws->root);
-		tend_buf_printf(&out, ", \"agent\": %s, \"apps\": [",
-		    running ? agent.ptr : "null");
-	}
-	tend_buf_release(&agent);
 	tend_store_read_begin(tend_engine_store(ws->eng), &txn);
 	size_t nall = ws->cfg.napps + ntracked;
 	for (size_t i = 0; i < nall; i++) {
@@ -779,44 +991,95 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 						     : tracked[i - ws->cfg.napps];
 		bool in_conf = tend_ws_app(ws, name) != NULL;
 		struct count_ctx cc = {0};
-		struct tend_bytes last = {NULL, 0};
+		struct tend_bytes stored = {NULL, 0};
+		const struct tend_json *aa = agent ? agent_app(agent, name) : NULL;
+		const struct tend_json *al = tend_json_get(aa, "last");
+		struct tend_json *sl = NULL;
+		const struct tend_json *last = NULL;
 		char key[300];
 
 		if (i >= ws->cfg.napps && in_conf)
 			continue;
 		tend_engine_list(ws->eng, name, on_count, &cc);
 		snprintf(key, sizeof key, "last/%s", name);
-		tend_store_get(txn, TEND_T_META, key, strlen(key), &last);
+		if (tend_store_get(txn, TEND_T_META, key, strlen(key),
+			&stored) == 0)
+			sl = tend_json_parse((const char *)stored.data,
+			    stored.len, NULL, 0);
+		/* the agent's pass, if it made one since it started; else
+		 * the one kept in the store */
+		last = al && al->type == TEND_JSON_OBJ ? al : sl;
+		long long queued = tend_json_int(aa, "queued", 0,
+		    TEND_JSON_INT_MAX, 0);
+		long long held = tend_json_int(aa, "held", 0,
+		    TEND_JSON_INT_MAX, 0);
 		if (c->json) {
-			tend_buf_puts(&out, i ? ",\n  {" : "\n  {");
+			tend_buf_puts(&out, shown++ ? ",\n  {" : "\n  {");
 			tend_buf_puts(&out, "\"app\": ");
 			tend_buf_json(&out, name);
 			tend_buf_printf(&out,
 			    ", \"configured\": %s, \"states\": %u, "
-			    "\"pending\": %u, \"last\": %.*s}",
-			    in_conf ? "true" : "false", cc.states, cc.pending,
-			    last.len ? (int)last.len : 4,
-			    last.len ? (const char *)last.data : "null");
-		} else {
-			printf("%s%s: %u target states, %u unsettled",
-			    name, in_conf ? "" : " (not in tend.conf: tend drop "
-						 "removes it)",
+			    "\"pending\": %u",
+			    in_conf ? "true" : "false", cc.states, cc.pending);
+			if (aa)
+				tend_buf_printf(&out, ", \"queued\": %lld, "
+						      "\"held_deletes\": %lld",
+				    queued, held);
+			tend_buf_puts(&out, ", \"last\": ");
+			if (last) {
+				struct tend_pass p;
+
+				tend_pass_from_json(&p, last);
+				tend_buf_putc(&out, '{');
+				tend_pass_json(&out, &p);
+				tend_buf_printf(&out, ", \"by\": \"%s\"}",
+				    last == al ? "agent" : "store");
+			} else
+				tend_buf_puts(&out, "null");
+			tend_buf_putc(&out, '}');
+		} else if (!c->quiet) {
+			struct tend_buf t = TEND_BUF_INIT;
+
+			tend_buf_puts(&t, name);
+			if (!in_conf)
+				tend_buf_printf(&t, " (not in tend.conf: tend "
+						    "drop %s removes it)", name);
+			tend_buf_printf(&t, ": %u target states, %u unsettled",
 			    cc.states, cc.pending);
-			if (last.len)
-				printf("; last pass %.*s\n", (int)last.len,
-				    (const char *)last.data);
-			else
-				printf("; never synced\n");
+			if (queued)
+				tend_buf_printf(&t, ", %lld queued", queued);
+			if (held)
+				tend_buf_printf(&t, ", %lld delete%s held", held,
+				    held == 1 ? "" : "s");
+			if (last) {
+				struct tend_pass p;
+
+				tend_pass_from_json(&p, last);
+				tend_buf_puts(&t, "; last pass ");
+				if (p.time)
+					put_when(&t, p.time);
+				tend_buf_puts(&t, ": ");
+				tend_pass_text(&t, &p);
+				if (p.error) {
+					tend_buf_puts(&t, "\n  error: ");
+					put_readable(&t, p.error);
+				}
+			} else
+				tend_buf_puts(&t, "; never synced");
+			printf("%s\n", t.ptr);
+			tend_buf_release(&t);
 		}
+		tend_json_free(sl);
 	}
 	tend_store_read_end(txn);
 	if (c->json) {
-		tend_buf_puts(&out, "\n]}\n");
+		tend_buf_puts(&out, shown ? "\n]}\n" : "]}\n");
 		put_doc(&out);
 	}
 	for (size_t i = 0; i < ntracked; i++)
 		free(tracked[i]);
 	free(tracked);
+	tend_json_free(agent);
 	tend_buf_release(&out);
 	return 0;
 }
