@@ -135,19 +135,68 @@ tend_buf_printf(struct tend_buf *b, const char *fmt, ...)
 	va_end(ap);
 }
 
+size_t
+tend_utf8_len(const void *s, size_t n)
+{
+	const unsigned char *p = s;
+	size_t len;
+	uint32_t cp;
+
+	if (n == 0)
+		return 0;
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		len = 2;
+		cp = p[0] & 0x1f;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		len = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		len = 4;
+		cp = p[0] & 0x07;
+	} else
+		return 0; /* a continuation byte, an overlong lead, past U+10FFFF */
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
 void
 tend_buf_json(struct tend_buf *b, const char *s)
 {
+	size_t n = strlen(s);
+
 	tend_buf_putc(b, '"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			tend_buf_printf(b, "\\%c", *p);
-		else if (*p == '\n')
+	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)s[i];
+		size_t l;
+
+		if (c == '"' || c == '\\')
+			tend_buf_printf(b, "\\%c", c);
+		else if (c == '\n')
 			tend_buf_puts(b, "\\n");
-		else if (*p < 0x20)
-			tend_buf_printf(b, "\\u%04x", *p);
+		else if (c < 0x20)
+			tend_buf_printf(b, "\\u%04x", c);
+		else if ((l = tend_utf8_len(s + i, n - i)) > 1) {
+			tend_buf_put(b, s + i, l);
+			i += l;
+			continue;
+		} else if (l == 0)
+			/* not UTF-8: the byte as text, so that the document
+			 * stays JSON (RFC 8259 wants UTF-8) */
+			tend_buf_printf(b, "\\\\x%02x", c);
 		else
-			tend_buf_putc(b, *p);
+			tend_buf_putc(b, c);
+		i++;
 	}
 	tend_buf_putc(b, '"');
 }

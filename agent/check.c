@@ -222,28 +222,135 @@ strip_quotes(struct tend_buf *out, const char *s)
 		tend_buf_puts(out, s);
 }
 
+/* Text that tend_key_format wrote (every backslash in it doubled), with
+ * the bytes that are not UTF-8 as \xNN: it reads back, and it is text. */
+static void
+put_utf8(struct tend_buf *out, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		size_t l = tend_utf8_len(s + i, n - i);
+
+		if (l == 0) {
+			tend_buf_printf(out, "\\x%02x", (unsigned char)s[i]);
+			i++;
+		} else {
+			tend_buf_put(out, s + i, l);
+			i += l;
+		}
+	}
+}
+
+/* A name's bytes as tend_key_format spells a string's (\\ \" \n \t, other
+ * control characters as \xNN), and bytes that are not UTF-8 as \xNN. */
+static void
+put_name(struct tend_buf *out, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)s[i];
+		size_t l = tend_utf8_len(s + i, n - i);
+
+		if (c == '"' || c == '\\')
+			tend_buf_printf(out, "\\%c", c);
+		else if (c == '\n')
+			tend_buf_puts(out, "\\n");
+		else if (c == '\t')
+			tend_buf_puts(out, "\\t");
+		else if (c < 0x20 || c == 0x7f || l == 0)
+			tend_buf_printf(out, "\\x%02x", c);
+		else {
+			tend_buf_put(out, s + i, l);
+			i += l;
+			continue;
+		}
+		i++;
+	}
+}
+
 void
 tend_display_path(struct tend_buf *out, const char *provider, const char *key)
 {
+	struct tend_buf t = TEND_BUF_INIT;
+
 	if (strcmp(provider, "@tend/dir") == 0) {
-		strip_quotes(out, key);
-		tend_buf_putc(out, '/');
+		strip_quotes(&t, key);
+		tend_buf_putc(&t, '/');
 	} else if (strncmp(provider, "@tend/dir/", 10) == 0) {
-		strip_quotes(out, provider + 10);
-		tend_buf_putc(out, '/');
-		strip_quotes(out, key);
+		strip_quotes(&t, provider + 10);
+		tend_buf_putc(&t, '/');
+		strip_quotes(&t, key);
 	} else if (strcmp(provider, "@tend/file") == 0)
-		strip_quotes(out, key);
+		strip_quotes(&t, key);
 	else if (strncmp(provider, "@tend/git/", 10) == 0) {
-		tend_buf_printf(out, "git%s:", provider + 10);
-		strip_quotes(out, key);
+		tend_buf_printf(&t, "git%s:", provider + 10);
+		strip_quotes(&t, key);
 	} else if (strcmp(provider, "@tend/git") == 0) {
-		tend_buf_printf(out, "git%s", key);
+		tend_buf_printf(&t, "git%s", key);
 	}
 	else {
-		tend_buf_printf(out, "%s/", provider);
-		tend_buf_puts(out, key);
+		tend_buf_printf(&t, "%s/", provider);
+		tend_buf_puts(&t, key);
 	}
+	put_utf8(out, t.ptr, t.len);
+	tend_buf_release(&t);
+}
+
+/* The end of the tuple that starts `s` ("(\"repo\", \"refs/x\")..."), as
+ * tend_key_format writes one; NULL if it is not one. */
+static const char *
+tuple_end(const char *s)
+{
+	int depth = 0;
+	bool quoted = false;
+
+	for (const char *p = s; *p; p++) {
+		if (quoted) {
+			if (*p == '\\' && p[1])
+				p++;
+			else if (*p == '"')
+				quoted = false;
+		} else if (*p == '"')
+			quoted = true;
+		else if (*p == '(')
+			depth++;
+		else if (*p == ')' && --depth == 0)
+			return p + 1;
+	}
+	return NULL;
+}
+
+size_t
+tend_state_display_path(struct tend_buf *out, const char *path,
+    bool container)
+{
+	const char *end;
+
+	if (strncmp(path, "/@tend/dir/", 11) == 0) {
+		put_name(out, path + 11, strlen(path + 11));
+		if (container)
+			tend_buf_putc(out, '/');
+		return 0;
+	}
+	if (strncmp(path, "/@tend/file/", 12) == 0) {
+		put_name(out, path + 12, strlen(path + 12));
+		return 0;
+	}
+	if (strncmp(path, "/@tend/git/", 11) == 0 &&
+	    (end = tuple_end(path + 11)) && (!*end || *end == '/')) {
+		size_t root;
+
+		tend_buf_puts(out, "git");
+		put_utf8(out, path + 11, (size_t)(end - (path + 11)));
+		root = out->len;
+		if (*end) {
+			tend_buf_putc(out, ':');
+			put_name(out, end + 1, strlen(end + 1));
+		}
+		return root;
+	}
+	if (*path == '/')
+		path++; /* another connector's: "provider/key", as plan says */
+	put_name(out, path, strlen(path));
+	return 0;
 }
 
 bool

@@ -40,9 +40,24 @@ bool tend_event_is_refresh(const struct tend_event *ev);
  * update is not counted; its entries are)? */
 bool tend_event_counts(const struct tend_event *ev);
 
-/* A state's path as users read it: "public/a.html" for a dir entry,
- * "git/repo:docs/a" for a git one. */
+/*
+ * A state's path as users read it, from an action's provider and key:
+ * "public/a.html" for a dir entry, "public/" for the directory,
+ * git("repo", "refs/heads/pages", "site"):docs/a for a git entry and
+ * git("repo", "refs/heads/pages", "site") for its commit. Names are
+ * spelled as tend_key_format spells strings (\\ \" \n \t, other control
+ * characters as \xNN) and bytes that are not UTF-8 are \xNN too: the
+ * path is always text, and reads back to the bytes.
+ */
 void tend_display_path(struct tend_buf *out, const char *provider,
     const char *key);
+/*
+ * The same spelling from a tracked state's path (tend_state_info.path:
+ * "/@tend/git/(\"repo\", ...)/docs/a"), with a directory container as
+ * "public/". Returns the length of a git target's part ("git(...)", the
+ * ':' after it starts the entry's name), 0 for other paths.
+ */
+size_t tend_state_display_path(struct tend_buf *out, const char *path,
+    bool container);
 
 #endif

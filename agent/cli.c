@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "app.h"
 #include "check.h"
 #include "inspect.h"
+#include "json.h"
 #include "store.h"
 #include "top.h"
 #include "watch.h"
@@ -60,6 +62,55 @@ struct cli {
 	bool destructive; /* plan: this app's target is rebuilt */
 };
 
+/* --json: every outcome is one JSON document on stdout, a failure too
+ * ({"error": "...", "exit": N}, beside the message on stderr) */
+static bool json_mode;
+static bool doc_printed;  /* the command's own document is out */
+static char *first_error; /* the message of the failure, for the JSON */
+
+static void
+keep_error(const char *msg)
+{
+	size_t n = strlen(msg);
+
+	if (first_error || !json_mode)
+		return;
+	while (n && msg[n - 1] == '\n')
+		n--;
+	first_error = strndup(msg, n);
+}
+
+static void
+say_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* "tend: MESSAGE" on stderr, kept for the JSON error document */
+static void
+say_error(const char *fmt, ...)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	tend_buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "tend: %s\n", b.ptr);
+	keep_error(b.ptr);
+	tend_buf_release(&b);
+}
+
+static void
+json_error(int code)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+
+	tend_buf_puts(&b, "{\"error\": ");
+	tend_buf_json(&b, first_error ? first_error : "failed");
+	tend_buf_printf(&b, ", \"exit\": %d}\n", code);
+	fputs(b.ptr, stdout);
+	tend_buf_release(&b);
+	doc_printed = true;
+}
+
 static void
 flush_same_errors(struct cli *c)
 {
@@ -87,6 +138,7 @@ static const char *const usage_text =
     "  drop  APP...     revert every target state of the app, forget it\n"
     "  watch            the agent: catch up, then follow changes (inotify)\n"
     "  top              the dashboard of a running agent (ncurses)\n"
+    "  help [COMMAND]   this text, or a command's\n"
     "\n"
     "Options:\n"
     "  -C DIR           run as if started in DIR\n"
@@ -99,6 +151,7 @@ static const char *const usage_text =
     "  --allow-delete   release deletes held back by the delete brake\n"
     "  --version        print the version\n"
     "  -h, --help       this text, or a command's: tend COMMAND --help\n"
+    "                   (or tend help COMMAND)\n"
     "\n"
     "Exit status: 0 success, 1 failures/held deletes/drift, 2 usage or\n"
     "config error, 3 (plan) changes pending.\n";
@@ -112,7 +165,9 @@ static const struct {
 		 "every changed\nitem and apply the difference to its targets. "
 		 "Unchanged files are not\nread (their stat signature "
 		 "decides). Prints a progress line on a terminal\nand one "
-		 "summary line per app.\n\n"
+		 "summary line per app. While an agent (tend watch) runs, a "
+		 "plain\nsync is handed to it and its passes are reported the "
+		 "same way.\n\n"
 		 "  --full          ignore memos and signatures: re-apply "
 		 "everything\n"
 		 "  --allow-delete  apply deletes the delete brake held back "
@@ -125,30 +180,44 @@ static const struct {
 		 "status 3 when changes are pending.\n"},
 	{"ls", "usage: tend ls [--json] [APP]\n\n"
 	       "List tracked target states with their owning component and "
-	       "record.\n"},
+	       "record,\nsorted by path (spelled as plan spells it). APP may "
+	       "be one that left\ntend.conf but is still tracked.\n"},
 	{"status", "usage: tend status [--json]\n\n"
-		   "Per app: components, target states, unsettled states, "
-		   "and the last pass.\n"},
+		   "The running agent, if any (its pid, state, start, passes, "
+		   "watches,\noverflows, queued changes and actions applied), "
+		   "then per app: its\ntarget states, those unsettled (an "
+		   "apply was interrupted), what the\nagent has queued and the "
+		   "deletes it holds, and the app's last pass\n(when, as a "
+		   "local time and an age, and what it did). Apps no longer in\n"
+		   "tend.conf but still tracked are listed too.\n"},
 	{"check", "usage: tend check [--json] [APP]\n\n"
 		  "Read every tracked target and compare it with its "
 		  "tracking record.\nExit status 1 when something drifted; "
 		  "`tend sync --full` repairs it.\n"},
-	{"watch", "usage: tend watch [--daemon | --tui] [--allow-delete] [-v]\n\n"
-		  "--daemon detaches once the catch-up pass is done and logs "
-		  "to\n.tend/agent.log. --tui runs the dashboard (tend top) in "
-		  "the same\nprocess and logs to .tend/agent.log; quitting it "
-		  "stops the agent.\n\n"
+	{"watch", "usage: tend watch [--daemon | --tui] [--allow-delete] "
+		  "[-q | -v]\n\n"
 		  "Catch up once, then follow every app's sources with inotify "
 		  "and apply\nchanges as they happen (debounce and max-delay "
-		  "from [tend] in tend.conf).\nChanged files re-run only their "
-		  "component; directory moves, overflows\nand lost watches "
-		  "trigger a full pass (stat signatures keep it cheap).\n"
+		  "from [tend] in tend.conf).\nA changed file re-runs only its "
+		  "component; a directory created, moved\nor removed re-scans "
+		  "just that subtree; a queue overflow, a lost source\nroot, a "
+		  ".gitignore or tend.conf edit, more than 4,096 changed paths "
+		  "at\nonce or more than 20,000 files under changed directories "
+		  "make the\napp's next pass a full one (stat signatures keep "
+		  "it cheap).\n\n"
+		  "In the foreground it prints one line per pass (time, app, "
+		  "what it did);\n-q only errors, -v more (directory moves). "
+		  "--daemon detaches once the\ncatch-up is done and logs to "
+		  ".tend/agent.log. --tui runs the dashboard\n(tend top) on "
+		  "this terminal in the same process and logs to\n"
+		  ".tend/agent.log; quitting it stops the agent.\n\n"
 		  "Edits of tend.conf and SIGHUP reload the config; SIGINT and "
 		  "SIGTERM\nfinish the current pass and exit 0. One agent per "
-		  "workspace: its pid is\nin .tend/agent.pid. While it runs, "
-		  "`tend status` and `tend sync` ask it\nthrough "
-		  ".tend/agent.sock (JSON lines; commands: status, sync, "
-		  "pause,\nresume, rescan, subscribe, settle).\n"},
+		  "workspace: its pid is\nin .tend/agent.pid, and it holds "
+		  ".tend/write.lock while it runs. `tend\nstatus` and `tend "
+		  "sync` ask it through .tend/agent.sock (JSON lines;\n"
+		  "commands: status, sync, rescan, pause, resume, approve, "
+		  "states,\nsubscribe, settle: see docs/agent.md).\n"},
 	{"top", "usage: tend top\n\n"
 		"The dashboard of the workspace's running agent: the header "
 		"(agent state,\nwatches, overflows, queue, last pass), apps, "
@@ -162,9 +231,12 @@ static const struct {
 		"NO_COLOR turns colors off.\nWithout a running agent it says "
 		"so and exits 1: start one with\n`tend watch --daemon`, or run "
 		"both at once with `tend watch --tui`.\n"},
-	{"drop", "usage: tend drop APP...\n\n"
+	{"drop", "usage: tend drop [--json] APP...\n\n"
 		 "Revert every target state the app created (delete what it "
-		 "wrote), then\nforget the app. Not braked: it is explicit.\n"},
+		 "wrote), then\nforget the app. Not braked: it is explicit. "
+		 "APP may be one that left\ntend.conf but is still tracked.\n"},
+	{"help", "usage: tend help [COMMAND]\n\n"
+		 "The list of commands, or what tend COMMAND --help says.\n"},
 };
 
 static void
@@ -173,13 +245,18 @@ die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void
 die_usage(const char *fmt, ...)
 {
+	struct tend_buf b = TEND_BUF_INIT;
 	va_list ap;
 
-	fputs("tend: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	tend_buf_vprintf(&b, fmt, ap);
 	va_end(ap);
-	fputs("\nTry 'tend --help'.\n", stderr);
+	fprintf(stderr, "tend: %s\nTry 'tend --help'.\n", b.ptr);
+	if (json_mode) {
+		keep_error(b.ptr);
+		json_error(EXIT_USAGE);
+	}
+	tend_buf_release(&b);
 	exit(EXIT_USAGE);
 }
 
@@ -189,17 +266,6 @@ use_color(const struct cli *c)
 	if (c->color >= 0)
 		return c->color == 1;
 	return isatty(1) && !getenv("NO_COLOR");
-}
-
-/* "/@tend/dir/public/a.html" -> "public/a.html" */
-static const char *
-short_path(const char *p)
-{
-	if (strncmp(p, "/@tend/dir/", 11) == 0)
-		return p + 11;
-	if (strncmp(p, "/@tend/file/", 12) == 0)
-		return p + 12;
-	return p;
 }
 
 static void
@@ -231,6 +297,8 @@ on_event(const struct tend_event *ev, void *arg)
 			tend_buf_json(b, ev->provider);
 			tend_buf_puts(b, ", \"path\": ");
 			tend_buf_json(b, path.ptr);
+			if (strchr(path.ptr, '\\'))
+				tend_buf_puts(b, ", \"path_escaped\": true");
 			tend_buf_printf(b, ", \"invalidation\": %s}",
 			    ev->invalidation == 1 ? "\"lossy\""
 			    : ev->invalidation == 2 ? "\"destructive\"" : "null");
@@ -354,16 +422,50 @@ selected(struct cli *c, const char *name)
 	return false;
 }
 
+/*
+ * Every APP on the command line is in tend.conf; `tracked_ok`: or is
+ * still tracked from before (drop and ls take an app that left it).
+ */
 static int
-check_app_names(struct cli *c, struct tend_ws *ws)
+check_app_names(struct cli *c, struct tend_ws *ws, bool tracked_ok)
 {
-	for (size_t i = 0; i < c->napps; i++)
-		if (!tend_ws_app(ws, c->apps[i])) {
-			fprintf(stderr, "tend: no app \"%s\" in %s\n",
-			    c->apps[i], ws->conf_path);
-			return EXIT_USAGE;
+	char **tracked = NULL;
+	size_t ntracked = 0;
+	bool loaded = false;
+	int rc = 0;
+
+	for (size_t i = 0; i < c->napps && !rc; i++) {
+		bool was = false;
+
+		if (tend_ws_app(ws, c->apps[i]))
+			continue;
+		/* (no state directory yet: nothing is tracked, and an error
+		 * creates none) */
+		if (!loaded && access(ws->state_dir, F_OK) == 0 &&
+		    tend_ws_tracked_apps(ws, &tracked, &ntracked) != 0) {
+			say_error("%s", tend_error_last());
+			rc = EXIT_FAIL;
+			break;
 		}
-	return 0;
+		loaded = true;
+		for (size_t k = 0; k < ntracked; k++)
+			was |= strcmp(tracked[k], c->apps[i]) == 0;
+		if (was && tracked_ok)
+			continue;
+		if (was)
+			say_error("app \"%s\" is no longer in %s: %s needs its "
+				  "configuration (its targets stay; tend drop "
+				  "%s removes them)",
+			    c->apps[i], ws->conf_path, c->cmd, c->apps[i]);
+		else
+			say_error("no app \"%s\" in %s", c->apps[i],
+			    ws->conf_path);
+		rc = EXIT_USAGE;
+	}
+	for (size_t k = 0; k < ntracked; k++)
+		free(tracked[k]);
+	free(tracked);
+	return rc;
 }
 
 struct last_pass {
@@ -385,7 +487,7 @@ put_last(struct tend_txn *txn, void *arg)
 /*
  * Open the workspace to write to it: refused while an agent runs (it
  * applies changes itself; a second writer beside it would race it), and
- * serialised with any other writing tend by state/write.lock.
+ * serialised with any other writing tend by .tend/write.lock.
  */
 static int
 writer_open(struct tend_ws *ws, const char *who)
@@ -393,21 +495,20 @@ writer_open(struct tend_ws *ws, const char *who)
 	int pid = tend_ws_agent_pid(ws);
 
 	if (pid < 0) {
-		fprintf(stderr, "tend: an agent is starting for this "
-				"workspace; try again when it runs\n");
+		say_error("an agent is starting for this workspace; try again "
+			  "when it runs");
 		return EXIT_USAGE;
 	}
 	if (pid) {
-		fprintf(stderr,
-		    "tend: an agent (pid %d) runs for this workspace and "
-		    "applies changes itself; it takes a plain `tend sync`, "
-		    "not %s with these options: stop it first "
-		    "(kill -TERM %d)\n",
+		say_error("an agent (pid %d) runs for this workspace and "
+			  "applies changes itself; it takes a plain `tend "
+			  "sync`, not %s with these options: stop it first "
+			  "(kill -TERM %d)",
 		    pid, who, pid);
 		return EXIT_USAGE;
 	}
 	if (tend_ws_open(ws) || tend_ws_lock(ws, who)) {
-		fprintf(stderr, "tend: %s\n", tend_error_last());
+		say_error("%s", tend_error_last());
 		return EXIT_FAIL;
 	}
 	return 0;
@@ -532,42 +633,140 @@ plan_summary(struct cli *c)
 	printf(".\n");
 }
 
+/* One app's pass in sync --json: {"app", "status", "result": {...}} */
+static void
+put_app_pass(struct tend_buf *b, size_t k, const char *app,
+    const struct tend_pass *p)
+{
+	tend_buf_puts(b, k ? ",\n  {\"app\": " : "\n  {\"app\": ");
+	tend_buf_json(b, app);
+	tend_buf_printf(b, ", \"status\": %d, \"result\": {", p->status);
+	tend_pass_json(b, p);
+	tend_buf_puts(b, "}}");
+}
+
+static void
+put_doc(struct tend_buf *b)
+{
+	fputs(b->ptr, stdout);
+	doc_printed = true;
+}
+
+struct agent_pass {
+	char *app;
+	struct tend_json *j;
+};
+
+/*
+ * tend sync beside a running agent: the agent runs the passes and this
+ * reports them as its own would be (the same lines, the same JSON).
+ * Returns -1 when no agent answered, else the exit status.
+ */
+static int
+sync_by_agent(struct cli *c, struct tend_ws *ws)
+{
+	struct tend_buf reply = TEND_BUF_INIT, out = TEND_BUF_INIT;
+	struct agent_pass *v = NULL;
+	size_t n = 0;
+	int status = 0;
+
+	if (tend_agent_request(ws->state_dir, "sync", &reply, true) != 0) {
+		tend_buf_release(&reply);
+		return -1;
+	}
+	/* a pass_finished line per pass; an app's last one is the sync's */
+	for (char *line = reply.ptr; *line;) {
+		char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		struct tend_json *j = tend_json_parse(line, len, NULL, 0);
+		const char *app = tend_json_str(j, "app", NULL);
+		size_t k;
+
+		line += len + (nl != NULL);
+		if (!app) {
+			tend_json_free(j);
+			continue;
+		}
+		for (k = 0; k < n && strcmp(v[k].app, app) != 0; k++)
+			;
+		if (k == n) {
+			v = tend_xrealloc(v, (n + 1) * sizeof *v);
+			v[n++] = (struct agent_pass){tend_xstrdup(app), NULL};
+		}
+		tend_json_free(v[k].j);
+		v[k].j = j;
+	}
+	tend_buf_release(&reply);
+	int pid = tend_ws_agent_pid(ws);
+	if (c->json)
+		tend_buf_puts(&out, "{\"agent\": true, \"apps\": [");
+	else if (!c->quiet) {
+		if (pid > 0)
+			printf("applied by the running agent (pid %d):\n", pid);
+		else
+			printf("applied by the running agent:\n");
+	}
+	for (size_t k = 0; k < n; k++) {
+		struct tend_pass p;
+		size_t al = strlen(v[k].app);
+
+		tend_pass_from_json(&p, v[k].j);
+		if (p.status)
+			status = EXIT_FAIL;
+		if (p.error) /* (its messages name the app, or not) */
+			fprintf(stderr, "tend: %s%s%s\n",
+			    strncmp(p.error, v[k].app, al) == 0 &&
+				p.error[al] == ':' ? "" : v[k].app,
+			    strncmp(p.error, v[k].app, al) == 0 &&
+				p.error[al] == ':' ? "" : ": ",
+			    p.error);
+		if (c->json)
+			put_app_pass(&out, k, v[k].app, &p);
+		else if (!c->quiet) {
+			struct tend_buf t = TEND_BUF_INIT;
+
+			tend_pass_text(&t, &p);
+			printf("%s: %s\n", v[k].app, t.ptr);
+			tend_buf_release(&t);
+		}
+	}
+	if (c->json) {
+		tend_buf_puts(&out, n ? "\n]}\n" : "]}\n");
+		put_doc(&out);
+	}
+	for (size_t k = 0; k < n; k++) {
+		free(v[k].app);
+		tend_json_free(v[k].j);
+	}
+	free(v);
+	tend_buf_release(&out);
+	return status;
+}
+
 static int
 cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 {
 	struct tend_buf out = TEND_BUF_INIT;
 	int status = 0, rc;
+	size_t shown = 0;
 
-	if ((rc = check_app_names(c, ws)))
+	if ((rc = check_app_names(c, ws, false)))
 		return rc;
 	if (!preview && !c->full && !c->napps && !c->allow_delete) {
 		/* an agent runs: it does the pass, we report it */
-		struct tend_buf reply = TEND_BUF_INIT;
-
-		if (tend_agent_request(ws->state_dir, "sync", &reply, true) ==
-		    0) {
-			int st = strstr(reply.ptr, "\"status\": 1") ? EXIT_FAIL : 0;
-
-			if (c->json)
-				printf("{\"agent\": true, \"passes\": [%s]}\n",
-				    reply.ptr);
-			else if (!c->quiet)
-				printf("(applied by the running agent)\n%s",
-				    reply.ptr);
-			tend_buf_release(&reply);
-			return st;
-		}
-		tend_buf_release(&reply);
+		if ((rc = sync_by_agent(c, ws)) >= 0)
+			return rc;
 	}
 	if (!preview && (rc = writer_open(ws, "tend sync")))
 		return rc;
 	if (preview && (rc = tend_ws_open(ws))) {
-		fprintf(stderr, "tend: %s\n", tend_error_last());
+		say_error("%s", tend_error_last());
 		return EXIT_FAIL;
 	}
 	tend_engine_subscribe(ws->eng, ~0u, on_event, c);
 	if (c->json)
-		tend_buf_puts(&out, preview ? "{\"actions\": [" : "{\"apps\": [");
+		tend_buf_puts(&out, preview ? "{\"actions\": ["
+					    : "{\"agent\": false, \"apps\": [");
 	for (size_t i = 0; i < ws->cfg.napps; i++) {
 		struct tend_app_config *app = &ws->cfg.apps[i];
 		struct tend_app_result res;
@@ -593,67 +792,43 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		c->deleted += res.strays;
 		if (preview)
 			plan_app(c, ws, app, &res, rc);
-		if (rc) {
+		/* an error of the app itself (the entries' failures have
+		 * been said, and are counted) */
+		bool app_error = rc && (res.error || res.held_deletes ||
+					   (!c->failed && !c->errors));
+		if (rc)
 			status = EXIT_FAIL;
-			if (res.error || res.held_deletes ||
-			    (!c->failed && !c->errors))
-				fprintf(stderr, "tend: %s\n", tend_error_last());
-		}
+		if (app_error)
+			fprintf(stderr, "tend: %s\n", tend_error_last());
 		if (!preview) {
 			struct last_pass lp = {TEND_BUF_INIT, app->name};
+			struct tend_pass p = {.time = (long long)time(NULL),
+			    .ms = (uint64_t)(dt * 1000 + 0.5),
+			    .status = rc ? 1 : 0, .created = c->created,
+			    .updated = c->updated, .deleted = c->deleted,
+			    .failed = c->failed, .errors = c->errors,
+			    .held_deletes = res.held_deletes,
+			    .files = res.files, .read = res.hashed,
+			    .links_skipped = res.links_skipped,
+			    .error = app_error ? tend_error_last() : NULL};
 
-			tend_buf_printf(&lp.text,
-			    "{\"time\": %lld, \"seconds\": %.3f, "
-			    "\"created\": %llu, \"updated\": %llu, "
-			    "\"deleted\": %llu, \"failed\": %llu, "
-			    "\"errors\": %llu, \"held_deletes\": %llu, "
-			    "\"files\": %llu}",
-			    (long long)time(NULL), dt,
-			    (unsigned long long)c->created,
-			    (unsigned long long)c->updated,
-			    (unsigned long long)c->deleted,
-			    (unsigned long long)c->failed,
-			    (unsigned long long)c->errors,
-			    (unsigned long long)res.held_deletes,
-			    (unsigned long long)res.files);
+			tend_buf_putc(&lp.text, '{');
+			tend_pass_json(&lp.text, &p);
+			tend_buf_putc(&lp.text, '}');
 			tend_store_write_settle(tend_engine_store(ws->eng), put_last,
 			    &lp);
-			if (c->json) {
-				tend_buf_puts(&out, i ? ",\n  " : "\n  ");
-				tend_buf_puts(&out, "{\"app\": ");
-				tend_buf_json(&out, app->name);
-				tend_buf_printf(&out, ", \"result\": %s, "
-						      "\"hashed\": %llu, "
-						      "\"symlinks_skipped\": "
-						      "%llu, \"status\": %d}",
-				    lp.text.ptr,
-				    (unsigned long long)res.hashed,
-				    (unsigned long long)res.links_skipped,
-				    rc ? 1 : 0);
-			} else if (!c->quiet) {
-				printf("%s: %llu created, %llu updated, %llu "
-				       "deleted",
-				    app->name, (unsigned long long)c->created,
-				    (unsigned long long)c->updated,
-				    (unsigned long long)c->deleted);
-				if (c->failed || c->errors)
-					printf(", %llu failed",
-					    (unsigned long long)(c->failed +
-						c->errors));
-				if (res.held_deletes)
-					printf(", %llu deletes held",
-					    (unsigned long long)res.held_deletes);
-				if (res.links_skipped)
-					printf(", %llu symlinks skipped "
-					       "(symlinks = copy copies them)",
-					    (unsigned long long)
-						res.links_skipped);
-				printf("; %llu files (%llu read) in %.2fs\n",
-				    (unsigned long long)res.files,
-				    (unsigned long long)res.hashed, dt);
+			if (c->json)
+				put_app_pass(&out, shown, app->name, &p);
+			else if (!c->quiet) {
+				struct tend_buf t = TEND_BUF_INIT;
+
+				tend_pass_text(&t, &p);
+				printf("%s: %s\n", app->name, t.ptr);
+				tend_buf_release(&t);
 			}
 			tend_buf_release(&lp.text);
 		}
+		shown++;
 		tend_app_result_finish(&res);
 	}
 	if (preview) {
@@ -675,50 +850,89 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		if (status == 0 && c->pending)
 			status = EXIT_PENDING;
 	} else if (c->json)
-		tend_buf_puts(&out, "\n]}\n");
+		tend_buf_puts(&out, shown ? "\n]}\n" : "]}\n");
 	if (c->json)
-		fputs(out.ptr, stdout);
+		put_doc(&out);
 	tend_buf_release(&out);
 	return status;
 }
 
+/* Text for a terminal: control characters and bytes that are not UTF-8
+ * as plan escapes them, \t \n \xNN (an owner's component path, a drift
+ * message: text to read, not names to parse) */
+static void
+put_readable(struct tend_buf *b, const char *s)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < n;) {
+		unsigned char ch = (unsigned char)s[i];
+		size_t l = tend_utf8_len(s + i, n - i);
+
+		if (ch == '\n' || ch == '\t') {
+			tend_buf_puts(b, ch == '\n' ? "\\n" : "\\t");
+			i++;
+		} else if (ch < 0x20 || ch == 0x7f || l == 0) {
+			tend_buf_printf(b, "\\x%02x", ch);
+			i++;
+		} else {
+			tend_buf_put(b, s + i, l);
+			i += l;
+		}
+	}
+}
+
+struct ls_row {
+	char *path;  /* as plan spells it */
+	char *line;  /* what is printed: text, or a JSON object */
+};
+
 struct ls_ctx {
 	struct cli *c;
-	struct tend_buf *out;
-	unsigned n;
+	struct ls_row *v;
+	size_t n;
 };
 
 static void
 on_state(const struct tend_state_info *si, void *arg)
 {
 	struct ls_ctx *l = arg;
-	struct tend_buf rec = TEND_BUF_INIT;
+	struct tend_buf rec = TEND_BUF_INIT, path = TEND_BUF_INIT;
+	struct tend_buf line = TEND_BUF_INIT;
 
 	if (si->record)
 		tend_buf_puthex(&rec, si->record,
 		    si->len > 17 ? 17 : si->len);
+	tend_state_display_path(&path, si->path, si->container);
 	if (l->c->json) {
-		tend_buf_puts(l->out, l->n ? ",\n  {" : "\n  {");
-		tend_buf_puts(l->out, "\"path\": ");
-		tend_buf_json(l->out, short_path(si->path));
-		tend_buf_puts(l->out, ", \"owner\": ");
-		tend_buf_json(l->out, si->component);
-		tend_buf_printf(l->out, ", \"record\": \"%s\", \"container\": "
-					"%s, \"pending\": %s",
+		tend_buf_puts(&line, "{\"path\": ");
+		tend_buf_json(&line, path.ptr);
+		if (strchr(path.ptr, '\\'))
+			tend_buf_puts(&line, ", \"path_escaped\": true");
+		tend_buf_puts(&line, ", \"owner\": ");
+		tend_buf_json(&line, si->component);
+		tend_buf_printf(&line, ", \"record\": \"%s\", \"container\": "
+				       "%s, \"pending\": %s",
 		    rec.ptr, si->container ? "true" : "false",
 		    si->pending ? "true" : "false");
 		if (si->drift) {
-			tend_buf_puts(l->out, ", \"drift\": ");
-			tend_buf_json(l->out, si->drift);
+			tend_buf_puts(&line, ", \"drift\": ");
+			tend_buf_json(&line, si->drift);
 		}
-		tend_buf_putc(l->out, '}');
-	} else if (si->drift)
-		printf("drift %s: %s\n", short_path(si->path), si->drift);
-	else
-		printf("%s%s  %s  %s%s\n", short_path(si->path),
-		    si->container ? "/" : "", si->record ? rec.ptr : "-",
-		    si->component, si->pending ? "  (pending)" : "");
-	l->n++;
+		tend_buf_putc(&line, '}');
+	} else if (si->drift) {
+		tend_buf_printf(&line, "drift %s: ", path.ptr);
+		put_readable(&line, si->drift);
+		tend_buf_putc(&line, '\n');
+	} else {
+		tend_buf_printf(&line, "%s  %s  ", path.ptr,
+		    si->record ? rec.ptr : "-");
+		put_readable(&line, si->component);
+		tend_buf_puts(&line, si->pending ? "  (pending)\n" : "\n");
+	}
+	l->v = tend_xrealloc(l->v, (l->n + 1) * sizeof *l->v);
+	l->v[l->n].path = tend_buf_detach(&path, NULL);
+	l->v[l->n++].line = tend_buf_detach(&line, NULL);
 	tend_buf_release(&rec);
 }
 
@@ -733,19 +947,29 @@ check_stray(const char *path, void *arg)
 }
 
 static int
+cmp_row(const void *x, const void *y)
+{
+	return strcmp(((const struct ls_row *)x)->path,
+	    ((const struct ls_row *)y)->path);
+}
+
+static int
 cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 {
 	struct tend_buf out = TEND_BUF_INIT;
-	struct ls_ctx l = {c, &out, 0};
-	unsigned drift = 0, total = 0;
+	struct ls_ctx l = {c, NULL, 0};
+	unsigned drift = 0;
+	size_t shown = 0;
 	int rc;
 
 	if (c->napps > 1)
 		die_usage("%s takes at most one app", c->cmd);
+	if ((rc = check_app_names(c, ws, !check)))
+		return rc;
 	/* a running agent commits what it settled before we read it */
 	tend_agent_settle(ws->state_dir);
 	if ((rc = tend_ws_open(ws))) {
-		fprintf(stderr, "tend: %s\n", tend_error_last());
+		say_error("%s", tend_error_last());
 		return EXIT_FAIL;
 	}
 	if (c->json)
@@ -754,28 +978,42 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		const char *name = c->napps ? c->apps[0] : ws->cfg.apps[i].name;
 		unsigned d = 0;
 
+		l.n = 0;
 		if (check)
 			rc = tend_engine_check(ws->eng, name, on_state, &l, &d);
 		else
 			rc = tend_engine_list(ws->eng, name, on_state, &l);
+		/* an exclusive target holds only what is declared */
+		struct tend_app_config *a = check && !rc ? tend_ws_app(ws, name)
+							: NULL;
+		size_t ns;
+		if (a && tend_app_strays(ws, a, false, check_stray, &l, &ns) == 0)
+			d += (unsigned)ns;
+		/* each app's states in the order of their paths */
+		qsort(l.v, l.n, sizeof *l.v, cmp_row);
+		for (size_t k = 0; k < l.n; k++) {
+			if (!rc && c->json) {
+				tend_buf_puts(&out, shown++ ? ",\n  " : "\n  ");
+				tend_buf_puts(&out, l.v[k].line);
+			} else if (!rc)
+				fputs(l.v[k].line, stdout);
+			free(l.v[k].path);
+			free(l.v[k].line);
+		}
 		if (rc) {
-			fprintf(stderr, "tend: %s\n", tend_error_last());
+			say_error("%s", tend_error_last());
+			free(l.v);
 			tend_buf_release(&out);
 			return EXIT_FAIL;
 		}
 		drift += d;
-		total++;
-		/* an exclusive target holds only what is declared */
-		struct tend_app_config *a = check ? tend_ws_app(ws, name) : NULL;
-		size_t ns;
-		if (a && tend_app_strays(ws, a, false, check_stray, &l, &ns) == 0)
-			drift += (unsigned)ns;
 		if (c->napps)
 			break;
 	}
+	free(l.v);
 	if (c->json) {
-		tend_buf_printf(&out, "%s]}\n", l.n ? "\n" : "");
-		fputs(out.ptr, stdout);
+		tend_buf_printf(&out, "%s]}\n", shown ? "\n" : "");
+		put_doc(&out);
 	} else if (check && !c->quiet)
 		printf(drift ? "%u target state(s) drifted: tend sync --full "
 			       "repairs them\n"
@@ -799,38 +1037,123 @@ on_count(const struct tend_state_info *si, void *arg)
 	cc->containers += si->container;
 }
 
+/* "12:03:04, 5 s ago" (with the date when it is not today's) */
+static void
+put_when(struct tend_buf *b, long long t)
+{
+	time_t now = time(NULL), tt = (time_t)t;
+	long long age = (long long)now - t;
+	struct tm tm, today;
+	char s[32];
+
+	localtime_r(&tt, &tm);
+	localtime_r(&now, &today);
+	strftime(s, sizeof s,
+	    tm.tm_year == today.tm_year && tm.tm_yday == today.tm_yday
+		? "%H:%M:%S" : "%Y-%m-%d %H:%M:%S", &tm);
+	tend_buf_printf(b, "%s, ", s);
+	if (age < 0)
+		tend_buf_puts(b, "in the future (is the clock right?)");
+	else if (age < 60)
+		tend_buf_printf(b, "%lld s ago", age);
+	else if (age < 3600)
+		tend_buf_printf(b, "%lld min ago", age / 60);
+	else if (age < 2 * 86400)
+		tend_buf_printf(b, "%lld h %lld min ago", age / 3600,
+		    age % 3600 / 60);
+	else
+		tend_buf_printf(b, "%lld days ago", age / 86400);
+}
+
+/* The agent's entry for `name` in its status answer, or NULL */
+static const struct tend_json *
+agent_app(const struct tend_json *agent, const char *name)
+{
+	const struct tend_json *apps = tend_json_get(agent, "apps");
+
+	for (const struct tend_json *a = apps ? apps->child : NULL; a;
+	     a = a->next)
+		if (strcmp(tend_json_str(a, "name", ""), name) == 0)
+			return a;
+	return NULL;
+}
+
+/*
+ * tend status: the agent, then each app, in tend.conf's order and then
+ * those tracked from before. Text says it with local times and ages; the
+ * JSON has the same facts under the same names as sync's.
+ */
 static int
 cmd_status(struct cli *c, struct tend_ws *ws)
 {
 	char **tracked = NULL;
-	size_t ntracked = 0;
-	struct tend_buf out = TEND_BUF_INIT;
+	size_t ntracked = 0, shown = 0;
+	struct tend_buf out = TEND_BUF_INIT, reply = TEND_BUF_INIT;
 	struct tend_txn *txn = NULL;
+	struct tend_json *agent = NULL;
 	int rc;
 
-	struct tend_buf agent = TEND_BUF_INIT;
-	bool running = tend_agent_request(ws->state_dir, "status", &agent,
-			   false) == 0;
-
-	while (agent.len && agent.ptr[agent.len - 1] == '\n')
-		agent.ptr[--agent.len] = '\0';
+	if (tend_agent_request(ws->state_dir, "status", &reply, false) == 0)
+		agent = tend_json_parse(reply.ptr, reply.len, NULL, 0);
+	tend_buf_release(&reply);
 	if ((rc = tend_ws_open(ws)) ||
 	    (rc = tend_ws_tracked_apps(ws, &tracked, &ntracked))) {
-		fprintf(stderr, "tend: %s\n", tend_error_last());
-		tend_buf_release(&agent);
+		say_error("%s", tend_error_last());
+		tend_json_free(agent);
 		return EXIT_FAIL;
-	}
-	if (!c->json && !c->quiet) {
-		printf("workspace %s (state %s)\n", ws->root, ws->cfg.state);
-		printf("agent: %s\n", running ? agent.ptr : "not running");
 	}
 	if (c->json) {
 		tend_buf_printf(&out, "{\"workspace\": ");
 		tend_buf_json(&out, ws->root);
-		tend_buf_printf(&out, ", \"agent\": %s, \"apps\": [",
-		    running ? agent.ptr : "null");
+		tend_buf_puts(&out, ", \"agent\": ");
+		if (agent) {
+			/* its status answer, but for "event", and its apps
+			 * are under "apps" below */
+			tend_buf_putc(&out, '{');
+			for (const struct tend_json *m = agent->child; m;
+			     m = m->next) {
+				if (strcmp(m->key, "event") == 0 ||
+				    strcmp(m->key, "apps") == 0)
+					continue;
+				tend_buf_puts(&out, out.ptr[out.len - 1] == '{'
+						  ? "" : ", ");
+				tend_buf_json(&out, m->key);
+				tend_buf_puts(&out, ": ");
+				tend_json_write(&out, m);
+			}
+			tend_buf_putc(&out, '}');
+		} else
+			tend_buf_puts(&out, "null");
+		tend_buf_puts(&out, ", \"apps\": [");
+	} else if (!c->quiet) {
+		printf("workspace %s (state %s)\n", ws->root, ws->cfg.state);
+		if (agent) {
+			struct tend_buf t = TEND_BUF_INIT;
+			long long started = tend_json_int(agent, "started", 0,
+			    TEND_JSON_INT_MAX, 0);
+
+			if (started)
+				put_when(&t, started);
+			else
+				tend_buf_puts(&t, "?");
+			printf("agent: pid %lld, %s, started %s; %lld passes, "
+			       "%lld watches, %lld overflows, %lld queued, "
+			       "%lld applied\n",
+			    tend_json_int(agent, "pid", 0, INT32_MAX, 0),
+			    tend_json_str(agent, "state", "?"), t.ptr,
+			    tend_json_int(agent, "passes", 0, TEND_JSON_INT_MAX, 0),
+			    tend_json_int(agent, "watches", 0, TEND_JSON_INT_MAX, 0),
+			    tend_json_int(agent, "overflows", 0, TEND_JSON_INT_MAX, 0),
+			    tend_json_int(agent, "queue", 0, TEND_JSON_INT_MAX, 0),
+			    tend_json_int(agent, "applied", 0, TEND_JSON_INT_MAX, 0));
+			tend_buf_release(&t);
+		} else
+			printf("agent: not running\n");
+		if (!ws->cfg.napps)
+			printf("%s defines no apps: add an [app \"NAME\"] "
+			       "section with a source and a target (see "
+			       "tend(1))\n", ws->conf_path);
 	}
-	tend_buf_release(&agent);
 	tend_store_read_begin(tend_engine_store(ws->eng), &txn);
 	size_t nall = ws->cfg.napps + ntracked;
 	for (size_t i = 0; i < nall; i++) {
@@ -838,44 +1161,95 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 						     : tracked[i - ws->cfg.napps];
 		bool in_conf = tend_ws_app(ws, name) != NULL;
 		struct count_ctx cc = {0};
-		struct tend_bytes last = {NULL, 0};
+		struct tend_bytes stored = {NULL, 0};
+		const struct tend_json *aa = agent ? agent_app(agent, name) : NULL;
+		const struct tend_json *al = tend_json_get(aa, "last");
+		struct tend_json *sl = NULL;
+		const struct tend_json *last = NULL;
 		char key[300];
 
 		if (i >= ws->cfg.napps && in_conf)
 			continue;
 		tend_engine_list(ws->eng, name, on_count, &cc);
 		snprintf(key, sizeof key, "last/%s", name);
-		tend_store_get(txn, TEND_T_META, key, strlen(key), &last);
+		if (tend_store_get(txn, TEND_T_META, key, strlen(key),
+			&stored) == 0)
+			sl = tend_json_parse((const char *)stored.data,
+			    stored.len, NULL, 0);
+		/* the agent's pass, if it made one since it started; else
+		 * the one kept in the store */
+		last = al && al->type == TEND_JSON_OBJ ? al : sl;
+		long long queued = tend_json_int(aa, "queued", 0,
+		    TEND_JSON_INT_MAX, 0);
+		long long held = tend_json_int(aa, "held", 0,
+		    TEND_JSON_INT_MAX, 0);
 		if (c->json) {
-			tend_buf_puts(&out, i ? ",\n  {" : "\n  {");
+			tend_buf_puts(&out, shown++ ? ",\n  {" : "\n  {");
 			tend_buf_puts(&out, "\"app\": ");
 			tend_buf_json(&out, name);
 			tend_buf_printf(&out,
 			    ", \"configured\": %s, \"states\": %u, "
-			    "\"pending\": %u, \"last\": %.*s}",
-			    in_conf ? "true" : "false", cc.states, cc.pending,
-			    last.len ? (int)last.len : 4,
-			    last.len ? (const char *)last.data : "null");
-		} else {
-			printf("%s%s: %u target states, %u unsettled",
-			    name, in_conf ? "" : " (not in tend.conf: tend drop "
-						 "removes it)",
+			    "\"pending\": %u",
+			    in_conf ? "true" : "false", cc.states, cc.pending);
+			if (aa)
+				tend_buf_printf(&out, ", \"queued\": %lld, "
+						      "\"held_deletes\": %lld",
+				    queued, held);
+			tend_buf_puts(&out, ", \"last\": ");
+			if (last) {
+				struct tend_pass p;
+
+				tend_pass_from_json(&p, last);
+				tend_buf_putc(&out, '{');
+				tend_pass_json(&out, &p);
+				tend_buf_printf(&out, ", \"by\": \"%s\"}",
+				    last == al ? "agent" : "store");
+			} else
+				tend_buf_puts(&out, "null");
+			tend_buf_putc(&out, '}');
+		} else if (!c->quiet) {
+			struct tend_buf t = TEND_BUF_INIT;
+
+			tend_buf_puts(&t, name);
+			if (!in_conf)
+				tend_buf_printf(&t, " (not in tend.conf: tend "
+						    "drop %s removes it)", name);
+			tend_buf_printf(&t, ": %u target states, %u unsettled",
 			    cc.states, cc.pending);
-			if (last.len)
-				printf("; last pass %.*s\n", (int)last.len,
-				    (const char *)last.data);
-			else
-				printf("; never synced\n");
+			if (queued)
+				tend_buf_printf(&t, ", %lld queued", queued);
+			if (held)
+				tend_buf_printf(&t, ", %lld delete%s held", held,
+				    held == 1 ? "" : "s");
+			if (last) {
+				struct tend_pass p;
+
+				tend_pass_from_json(&p, last);
+				tend_buf_puts(&t, "; last pass ");
+				if (p.time)
+					put_when(&t, p.time);
+				tend_buf_puts(&t, ": ");
+				tend_pass_text(&t, &p);
+				if (p.error) {
+					tend_buf_puts(&t, "\n  error: ");
+					put_readable(&t, p.error);
+				}
+			} else
+				tend_buf_puts(&t, "; never synced");
+			printf("%s\n", t.ptr);
+			tend_buf_release(&t);
 		}
+		tend_json_free(sl);
 	}
 	tend_store_read_end(txn);
 	if (c->json) {
-		tend_buf_puts(&out, "\n]}\n");
-		fputs(out.ptr, stdout);
+		tend_buf_puts(&out, shown ? "\n]}\n" : "]}\n");
+		put_doc(&out);
 	}
 	for (size_t i = 0; i < ntracked; i++)
 		free(tracked[i]);
 	free(tracked);
+	tend_json_free(agent);
 	tend_buf_release(&out);
 	return 0;
 }
@@ -905,13 +1279,18 @@ forget_body(struct tend_txn *txn, void *arg)
 static int
 cmd_drop(struct cli *c, struct tend_ws *ws)
 {
+	struct tend_buf out = TEND_BUF_INIT;
 	int status = 0, rc;
 
 	if (!c->napps)
 		die_usage("drop needs the name of an app");
+	if ((rc = check_app_names(c, ws, true)))
+		return rc;
 	if ((rc = writer_open(ws, "tend drop")))
 		return rc;
 	tend_engine_subscribe(ws->eng, ~0u, on_event, c);
+	if (c->json)
+		tend_buf_puts(&out, "{\"apps\": [");
 	for (size_t i = 0; i < c->napps; i++) {
 		struct tend_stats st;
 		struct forget f = {c->apps[i]};
@@ -929,13 +1308,28 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 					"again)\n",
 			    c->apps[i], tend_error_last());
 			status = EXIT_FAIL;
-		} else if (c->json)
-			printf("{\"app\": \"%s\", \"deleted\": %llu}\n",
-			    c->apps[i], (unsigned long long)c->deleted);
-		else if (!c->quiet)
+		} else if (!c->quiet && !c->json)
 			printf("%s: dropped, %llu target states reverted\n",
 			    c->apps[i], (unsigned long long)c->deleted);
+		if (c->json) {
+			tend_buf_puts(&out, i ? ",\n  {\"app\": " : "\n  {\"app\": ");
+			tend_buf_json(&out, c->apps[i]);
+			tend_buf_printf(&out, ", \"status\": %d, \"deleted\": %llu, "
+					      "\"failed\": %llu",
+			    rc ? 1 : 0, (unsigned long long)c->deleted,
+			    (unsigned long long)c->failed);
+			if (rc) {
+				tend_buf_puts(&out, ", \"error\": ");
+				tend_buf_json(&out, tend_error_last());
+			}
+			tend_buf_putc(&out, '}');
+		}
 	}
+	if (c->json) {
+		tend_buf_puts(&out, "\n]}\n");
+		put_doc(&out);
+	}
+	tend_buf_release(&out);
 	return status;
 }
 
@@ -1087,39 +1481,80 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 	struct tend_buf err = TEND_BUF_INIT;
 	int rc;
 
+	/* before anything can fail: a usage error is a JSON document too */
+	json_mode = doc_printed = false;
+	for (int i = 1; i < argc; i++)
+		json_mode |= strcmp(argv[i], "--json") == 0;
 	parse_args(&c, argc, argv);
 	if (!c.cmd) {
 		fputs(usage_text, c.help ? stdout : stderr);
 		return c.help ? 0 : EXIT_USAGE;
 	}
+	const char *topic = c.cmd;
+	bool help = c.help;
+	if (strcmp(c.cmd, "help") == 0 && !c.help) {
+		/* tend help [COMMAND]: what tend [COMMAND] --help says */
+		if (c.napps > 1)
+			die_usage("help takes one command");
+		if (!c.napps) {
+			fputs(usage_text, stdout);
+			return 0;
+		}
+		topic = c.apps[0];
+		help = true;
+	}
 	size_t ci;
 	for (ci = 0; ci < sizeof cmd_help / sizeof *cmd_help; ci++)
-		if (strcmp(cmd_help[ci].cmd, c.cmd) == 0)
+		if (strcmp(cmd_help[ci].cmd, topic) == 0)
 			break;
 	if (ci == sizeof cmd_help / sizeof *cmd_help)
-		die_usage("unknown command \"%s\"", c.cmd);
-	if (c.help) {
+		die_usage("unknown command \"%s\"", topic);
+	if (help) {
 		fputs(cmd_help[ci].help, stdout);
+		free(c.apps);
 		return 0;
 	}
+	bool watch = strcmp(c.cmd, "watch") == 0;
+	if (watch && c.napps)
+		die_usage("watch takes no app: it follows every app of "
+			  "tend.conf");
+	if (watch && c.daemon && c.tui)
+		die_usage("--daemon and --tui do not go together: --tui runs "
+			  "the dashboard on this terminal");
+	if (watch && c.tui && !isatty(1))
+		die_usage("watch --tui needs a terminal: standard output is "
+			  "not one");
 	c.tty = isatty(2) && !c.quiet && !c.json;
 	rc = tend_ws_load(&ws, c.dir, c.conf, &err);
 	if (rc) {
 		fprintf(stderr, "%s%s", rc == TEND_EINVALID ? "" : "tend: ",
 		    err.ptr);
+		keep_error(err.ptr);
 		tend_buf_release(&err);
 		tend_ws_close(&ws);
 		free(c.apps);
-		return EXIT_USAGE;
+		rc = EXIT_USAGE;
+		goto out;
 	}
 	tend_buf_release(&err);
 	if (opts && (rc = tend_ws_add_code_apps(&ws, opts)) != 0) {
-		fprintf(stderr, "tend: %s\n", tend_error_last());
+		say_error("%s", tend_error_last());
 		tend_ws_close(&ws);
 		free(c.apps);
-		return EXIT_USAGE;
+		rc = EXIT_USAGE;
+		goto out;
 	}
-	if (strcmp(c.cmd, "sync") == 0)
+	/* a config without apps has nothing to do: every command says so
+	 * (status reports it; drop and ls APP still reach apps tracked from
+	 * before) */
+	if (!ws.cfg.napps && strcmp(c.cmd, "status") != 0 &&
+	    strcmp(c.cmd, "drop") != 0 &&
+	    !(strcmp(c.cmd, "ls") == 0 && c.napps)) {
+		say_error("%s defines no apps: add an [app \"NAME\"] section "
+			  "with a source and a target (see tend(1))",
+		    ws.conf_path);
+		rc = EXIT_USAGE;
+	} else if (strcmp(c.cmd, "sync") == 0)
 		rc = cmd_sync(&c, &ws, false);
 	else if (strcmp(c.cmd, "plan") == 0)
 		rc = cmd_sync(&c, &ws, true);
@@ -1135,8 +1570,10 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 
 		rc = tend_top_run(&to);
 	}
-	else if (strcmp(c.cmd, "watch") == 0) {
-		struct tend_agent_opts ao = {.verbose = c.verbose,
+	else if (watch) {
+		/* one line per pass unless -q; -v says more */
+		struct tend_agent_opts ao = {
+		    .verbose = c.quiet ? 0 : 1 + c.verbose,
 		    .allow_delete = c.allow_delete, .ready_fd = -1,
 		    .stop_fd = -1};
 		const char *rfd = getenv("TEND_READY_FD");
@@ -1185,17 +1622,14 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 			}
 			tend_buf_release(&log);
 			ao.ready_fd = p[1];
-			if (!ao.verbose)
-				ao.verbose = 1;
 		}
-		if (c.daemon && c.tui)
-			die_usage("--daemon and --tui do not go together");
 		if (c.tui)
 			rc = watch_tui(&ws, &ao);
 		else
 			rc = tend_agent_run(&ws, &ao);
 		if (rc) {
 			fprintf(stderr, "tend watch: %s\n", tend_error_last());
+			keep_error(tend_error_last());
 			rc = rc == TEND_EEXISTS ? EXIT_USAGE : EXIT_FAIL;
 		}
 	}
@@ -1204,5 +1638,10 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 	tend_ws_close(&ws);
 	tend_buf_release(&c.json_items);
 	free(c.apps);
+out:
+	if (json_mode && rc && rc != EXIT_PENDING && !doc_printed)
+		json_error(rc);
+	free(first_error);
+	first_error = NULL;
 	return rc;
 }

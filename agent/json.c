@@ -428,3 +428,44 @@ tend_json_int(const struct tend_json *obj, const char *key, long long lo,
 		return def;
 	return (long long)v->n;
 }
+
+void
+tend_json_write(struct tend_buf *b, const struct tend_json *j)
+{
+	switch (j ? j->type : TEND_JSON_NULL) {
+	case TEND_JSON_NULL:
+		tend_buf_puts(b, "null");
+		break;
+	case TEND_JSON_BOOL:
+		tend_buf_puts(b, j->b ? "true" : "false");
+		break;
+	case TEND_JSON_NUM:
+		if (j->n == (double)(long long)j->n &&
+		    j->n > -(double)TEND_JSON_INT_MAX &&
+		    j->n < (double)TEND_JSON_INT_MAX)
+			tend_buf_printf(b, "%lld", (long long)j->n);
+		else
+			tend_buf_printf(b, "%.17g", j->n);
+		break;
+	case TEND_JSON_STR:
+		tend_buf_json(b, j->s);
+		break;
+	case TEND_JSON_ARR:
+	case TEND_JSON_OBJ: {
+		bool obj = j->type == TEND_JSON_OBJ;
+
+		tend_buf_putc(b, obj ? '{' : '[');
+		for (const struct tend_json *c = j->child; c; c = c->next) {
+			if (c != j->child)
+				tend_buf_puts(b, ", ");
+			if (obj) {
+				tend_buf_json(b, c->key);
+				tend_buf_puts(b, ": ");
+			}
+			tend_json_write(b, c);
+		}
+		tend_buf_putc(b, obj ? '}' : ']');
+		break;
+	}
+	}
+}

@@ -55,4 +55,9 @@ bool tend_json_bool(const struct tend_json *obj, const char *key, bool def);
 long long tend_json_int(const struct tend_json *obj, const char *key,
     long long lo, long long hi, long long def);
 
+/* Write `j` (NULL: null) as JSON text: what was parsed, re-emitted, always
+ * valid UTF-8 (tend_buf_json). Numbers that are integers print as such. */
+struct tend_buf;
+void tend_json_write(struct tend_buf *b, const struct tend_json *j);
+
 #endif

@@ -79,6 +79,7 @@ struct appstate {
 	 * the incremental ones; -1 until known */
 	int64_t components, states;
 	uint64_t errors; /* failed actions and components in the last pass */
+	char *last;	 /* its last pass_finished line (no newline), or NULL */
 };
 
 struct client {
@@ -107,9 +108,10 @@ struct agent {
 	bool paused, stop, reload;
 	bool forced; /* `sync` while paused: one round of passes anyway */
 	uint64_t passes, overflows, start_ms, last_pass_ms;
+	time_t started; /* start_ms on the wall clock */
 	uint64_t applied; /* actions applied since the start */
 	bool limit_reported;
-	char last_summary[512];
+	struct tend_buf last_summary; /* the last pass_finished, no newline */
 	int wd_conf;
 	/* plugin files: the watch of each one's directory, and its name */
 	int *pwd;
@@ -125,6 +127,76 @@ now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void
+tend_pass_json(struct tend_buf *b, const struct tend_pass *p)
+{
+	tend_buf_printf(b,
+	    "\"time\": %lld, \"ms\": %llu, \"status\": %d, "
+	    "\"created\": %llu, \"updated\": %llu, \"deleted\": %llu, "
+	    "\"failed\": %llu, \"errors\": %llu, \"held_deletes\": %llu, "
+	    "\"files\": %llu, \"read\": %llu",
+	    p->time, (unsigned long long)p->ms, p->status,
+	    (unsigned long long)p->created, (unsigned long long)p->updated,
+	    (unsigned long long)p->deleted, (unsigned long long)p->failed,
+	    (unsigned long long)p->errors,
+	    (unsigned long long)p->held_deletes,
+	    (unsigned long long)p->files, (unsigned long long)p->read);
+	if (p->links_skipped)
+		tend_buf_printf(b, ", \"symlinks_skipped\": %llu",
+		    (unsigned long long)p->links_skipped);
+	if (p->error) {
+		tend_buf_puts(b, ", \"error\": ");
+		tend_buf_json(b, p->error);
+	}
+}
+
+void
+tend_pass_text(struct tend_buf *b, const struct tend_pass *p)
+{
+	tend_buf_printf(b, "%llu created, %llu updated, %llu deleted",
+	    (unsigned long long)p->created, (unsigned long long)p->updated,
+	    (unsigned long long)p->deleted);
+	if (p->failed)
+		tend_buf_printf(b, ", %llu failed",
+		    (unsigned long long)p->failed);
+	if (p->errors)
+		tend_buf_printf(b, ", %llu error%s",
+		    (unsigned long long)p->errors, p->errors == 1 ? "" : "s");
+	if (p->held_deletes)
+		tend_buf_printf(b, ", %llu delete%s held",
+		    (unsigned long long)p->held_deletes,
+		    p->held_deletes == 1 ? "" : "s");
+	if (p->links_skipped)
+		tend_buf_printf(b, ", %llu symlink%s skipped",
+		    (unsigned long long)p->links_skipped,
+		    p->links_skipped == 1 ? "" : "s");
+	tend_buf_printf(b, "; %llu file%s (%llu read) in %.2fs",
+	    (unsigned long long)p->files, p->files == 1 ? "" : "s",
+	    (unsigned long long)p->read, (double)p->ms / 1000);
+}
+
+void
+tend_pass_from_json(struct tend_pass *p, const struct tend_json *j)
+{
+#define N(k) (uint64_t)tend_json_int(j, k, 0, TEND_JSON_INT_MAX, 0)
+	*p = (struct tend_pass){
+	    .time = tend_json_int(j, "time", 0, TEND_JSON_INT_MAX, 0),
+	    .ms = N("ms"),
+	    .status = (int)tend_json_int(j, "status", 0, 1, 0),
+	    .created = N("created"), .updated = N("updated"),
+	    .deleted = N("deleted"), .failed = N("failed"),
+	    .errors = N("errors"), .held_deletes = N("held_deletes"),
+	    .files = N("files"), .read = N("read"),
+	    .links_skipped = N("symlinks_skipped"),
+	    .error = tend_json_str(j, "error", NULL)};
+#undef N
+	/* a record of an older tend: seconds, no status */
+	if (!tend_json_get(j, "ms"))
+		p->ms = (uint64_t)(tend_json_num(j, "seconds", 0) * 1000);
+	if (!tend_json_get(j, "status"))
+		p->status = p->failed || p->errors || p->held_deletes;
 }
 
 /* How long a deferred settle waits for the next pass to carry it
@@ -268,11 +340,12 @@ status_line(struct agent *a, struct tend_buf *b)
 		queued += a->apps[i].ndirty + a->apps[i].full;
 	tend_buf_printf(b,
 	    "{\"event\": \"status\", \"pid\": %d, \"state\": \"%s\", "
-	    "\"uptime_ms\": %llu, \"passes\": %llu, \"watches\": %zu, "
-	    "\"overflows\": %llu, \"queue\": %zu, \"applied\": %llu, "
-	    "\"apps\": [",
+	    "\"uptime_ms\": %llu, \"started\": %lld, \"passes\": %llu, "
+	    "\"watches\": %zu, \"overflows\": %llu, \"queue\": %zu, "
+	    "\"applied\": %llu, \"apps\": [",
 	    (int)getpid(), a->paused ? "paused" : "watching",
 	    (unsigned long long)(now_ms() - a->start_ms),
+	    (long long)a->started,
 	    (unsigned long long)a->passes, nwatches(a),
 	    (unsigned long long)a->overflows, queued,
 	    (unsigned long long)a->applied);
@@ -289,13 +362,13 @@ status_line(struct agent *a, struct tend_buf *b)
 		tend_buf_printf(b,
 		    ", \"components\": %lld, \"states\": %lld, "
 		    "\"pending\": %zu, \"errors\": %llu, \"held\": %llu, "
-		    "\"queued\": %zu}",
+		    "\"queued\": %zu, \"last\": %s}",
 		    (long long)s->components, (long long)s->states, s->nplan,
 		    (unsigned long long)s->errors, (unsigned long long)s->held,
-		    s->ndirty + s->full);
+		    s->ndirty + s->full, s->last ? s->last : "null");
 	}
 	tend_buf_printf(b, "], \"last\": %s}\n",
-	    a->last_summary[0] ? a->last_summary : "null");
+	    a->last_summary.len ? a->last_summary.ptr : "null");
 }
 
 /* ---- watches ---- */
@@ -1012,37 +1085,47 @@ run_passes(struct agent *a, bool all)
 		}
 		if (rc)
 			logf_(a, 0, "%s: %s", app->name, tend_error_last());
+		struct tend_pass ps = {.time = (long long)time(NULL),
+		    .ms = a->last_pass_ms, .status = rc ? 1 : 0,
+		    .created = pc.created, .updated = pc.updated,
+		    .deleted = pc.deleted, .failed = pc.failed,
+		    .errors = pc.errors, .held_deletes = res.held_deletes,
+		    .files = res.files, .read = res.hashed,
+		    /* failed and errors count what the pass's own
+		     * messages said; an error of the app is news */
+		    .error = rc && (res.error || res.held_deletes ||
+				       (!pc.failed && !pc.errors))
+			? tend_error_last() : NULL};
+		struct tend_buf pj = TEND_BUF_INIT;
+		tend_pass_json(&pj, &ps);
+		free(s->last);
+		s->last = tend_xmalloc(pj.len + 3);
+		snprintf(s->last, pj.len + 3, "{%s}", pj.ptr);
 		tend_buf_puts(&line, "{\"event\": \"pass_finished\", \"app\": ");
 		tend_buf_json(&line, app->name);
-		tend_buf_printf(&line,
-		    ", \"seq\": %llu, \"status\": %d, \"created\": %llu, "
-		    "\"updated\": %llu, \"deleted\": %llu, \"failed\": %llu, "
-		    "\"errors\": %llu, \"held_deletes\": %llu, \"files\": %llu, "
-		    "\"read\": %llu, \"ms\": %llu",
-		    (unsigned long long)a->passes, rc ? 1 : 0,
-		    (unsigned long long)pc.created,
-		    (unsigned long long)pc.updated,
-		    (unsigned long long)pc.deleted,
-		    (unsigned long long)pc.failed, (unsigned long long)pc.errors,
-		    (unsigned long long)res.held_deletes,
-		    (unsigned long long)res.files,
-		    (unsigned long long)res.hashed,
-		    (unsigned long long)a->last_pass_ms);
-		if (rc) {
-			tend_buf_puts(&line, ", \"error\": ");
-			tend_buf_json(&line, tend_error_last());
+		tend_buf_printf(&line, ", \"seq\": %llu, %s}\n",
+		    (unsigned long long)a->passes, pj.ptr);
+		tend_buf_release(&pj);
+		/* whole: cut short, it would not be JSON */
+		tend_buf_reset(&a->last_summary);
+		tend_buf_put(&a->last_summary, line.ptr, line.len - 1);
+		if (a->o->verbose >= 1) {
+			/* the foreground's one line per pass (logged before
+			 * the event: who sees the event finds the line) */
+			struct tend_buf text = TEND_BUF_INIT;
+			char hms[16];
+			time_t now = (time_t)ps.time;
+			struct tm tm;
+
+			localtime_r(&now, &tm);
+			strftime(hms, sizeof hms, "%H:%M:%S", &tm);
+			tend_pass_text(&text, &ps);
+			logf_(a, 1, "%s %s: %s", hms, app->name, text.ptr);
+			tend_buf_release(&text);
 		}
-		tend_buf_puts(&line, "}\n");
-		snprintf(a->last_summary, sizeof a->last_summary, "%.*s",
-		    (int)(line.len - 1), line.ptr);
 		broadcast(a, line.ptr);
 		tend_buf_release(&line);
 		tend_app_result_finish(&res);
-		logf_(a, 1, "%s: %llu created, %llu updated, %llu deleted in %llu ms",
-		    app->name, (unsigned long long)pc.created,
-		    (unsigned long long)pc.updated,
-		    (unsigned long long)pc.deleted,
-		    (unsigned long long)a->last_pass_ms);
 		/* what is left to do: the deletes held back, or nothing */
 		if (s->held)
 			plan_preview(a, i);
@@ -1076,6 +1159,7 @@ struct state_child {
 	char *name;	/* "a.md", or "howto/" for a directory */
 	char *info;	/* owner, record...: JSON members, or NULL */
 	size_t count;	/* states below a directory */
+	bool dir;
 };
 
 struct states_ctx {
@@ -1085,24 +1169,21 @@ struct states_ctx {
 	size_t n, cap;
 };
 
-/* A state's place in the dashboard's tree: its display path, with a
- * container as a directory ("public/"). */
+/*
+ * A state's place in the dashboard's tree: its path as plan and ls spell
+ * it, with a container as a directory ("public/"). A git target is one
+ * level, "git(\"repo\", \"refs/heads/pages\", \"site\"):" (its ref has
+ * slashes of its own), its entries below it.
+ */
 static void
 on_state_level(const struct tend_state_info *si, void *arg)
 {
 	struct states_ctx *sc = arg;
 	struct tend_buf path = TEND_BUF_INIT, info = TEND_BUF_INIT;
-	const char *p = si->path;
+	size_t root = tend_state_display_path(&path, si->path, si->container);
 
-	if (strncmp(p, "/@tend/dir/", 11) == 0)
-		p += 11;
-	else if (strncmp(p, "/@tend/file/", 12) == 0)
-		p += 12;
-	else if (p[0] == '/')
-		p++;
-	tend_buf_puts(&path, p);
-	if (si->container && path.len && path.ptr[path.len - 1] != '/')
-		tend_buf_putc(&path, '/');
+	if (root && path.len == root)
+		tend_buf_putc(&path, ':'); /* the commit: the entries' node */
 	if (path.len <= sc->plen ||
 	    strncmp(path.ptr, sc->prefix, sc->plen) != 0) {
 		tend_buf_release(&path);
@@ -1110,8 +1191,17 @@ on_state_level(const struct tend_state_info *si, void *arg)
 	}
 	const char *rest = path.ptr + sc->plen;
 	const char *slash = strchr(rest, '/');
-	size_t nl = slash ? (size_t)(slash - rest) + 1 : strlen(rest);
-	bool self = !slash || !slash[1]; /* the state itself, not below */
+	size_t nl;
+	bool dir;
+
+	if (root && sc->plen <= root) {
+		nl = root + 1 - sc->plen;
+		dir = true;
+	} else {
+		nl = slash ? (size_t)(slash - rest) + 1 : strlen(rest);
+		dir = slash != NULL;
+	}
+	bool self = !rest[nl]; /* the state itself, not below */
 	if (self) {
 		tend_buf_puts(&info, "\"owner\": ");
 		tend_buf_json(&info, si->component);
@@ -1130,7 +1220,7 @@ on_state_level(const struct tend_state_info *si, void *arg)
 	sc->v[sc->n++] = (struct state_child){
 	    .name = tend_xmemdup(rest, nl + 1),
 	    .info = self ? tend_buf_detach(&info, NULL) : NULL,
-	    .count = self ? 0 : 1};
+	    .count = self ? 0 : 1, .dir = dir};
 	sc->v[sc->n - 1].name[nl] = '\0';
 	tend_buf_release(&info);
 	tend_buf_release(&path);
@@ -1172,22 +1262,22 @@ states_reply(struct agent *a, const char *app, const char *prefix,
 		struct state_child *c = &sc.v[i];
 		const char *info = NULL;
 		size_t count = 0, j = i;
+		bool dir = false;
 
 		/* merge a directory's entries and its own state */
 		for (; j < sc.n && strcmp(sc.v[j].name, c->name) == 0; j++) {
 			count += sc.v[j].count;
+			dir |= sc.v[j].dir;
 			if (sc.v[j].info)
 				info = sc.v[j].info;
 		}
 		total++;
 		if (listed < STATES_MAX) {
-			size_t nl = strlen(c->name);
-
 			tend_buf_puts(out, listed++ ? ", {\"name\": "
 						    : "{\"name\": ");
 			tend_buf_json(out, c->name);
 			tend_buf_printf(out, ", \"dir\": %s, \"count\": %zu",
-			    c->name[nl - 1] == '/' ? "true" : "false", count);
+			    dir ? "true" : "false", count);
 			if (info)
 				tend_buf_printf(out, ", %s", info);
 			tend_buf_putc(out, '}');
@@ -1497,6 +1587,7 @@ apps_free(struct agent *a)
 			free(a->apps[i].dirty[k]);
 		free(a->apps[i].dirty);
 		free(a->apps[i].plan);
+		free(a->apps[i].last);
 	}
 	free(a->apps);
 	a->apps = NULL;
@@ -1531,16 +1622,48 @@ load_apps(struct agent *a)
 	return 0;
 }
 
+struct last_pass {
+	const char *app, *text;
+};
+
+static int
+put_last(struct tend_txn *txn, void *arg)
+{
+	const struct last_pass *lp = arg;
+	char key[300];
+
+	snprintf(key, sizeof key, "last/%s", lp->app);
+	return tend_store_put(txn, TEND_T_META, key, strlen(key), lp->text,
+	    strlen(lp->text));
+}
+
+/* `tend status` without an agent shows each app's last pass: the agent's
+ * are kept when it stops (with its last settle: no flush of their own). */
+static void
+keep_last_passes(struct agent *a)
+{
+	for (size_t i = 0; i < a->napps; i++) {
+		struct last_pass lp = {a->ws->cfg.apps[i].name, a->apps[i].last};
+
+		if (lp.text && tend_store_write_settle(
+				   tend_engine_store(a->ws->eng), put_last, &lp))
+			logf_(a, 0, "%s: keeping its last pass: %s", lp.app,
+			    tend_error_last());
+	}
+}
+
 int
 tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 {
-	struct agent a = {.ws = ws, .o = o, .lockfd = -1, .lst = -1};
+	struct agent a = {.ws = ws, .o = o, .lockfd = -1, .lst = -1,
+	    .last_summary = TEND_BUF_INIT};
 	sigset_t mask;
 	int rc;
 
 	for (int i = 0; i < MAX_CLIENTS; i++)
 		a.clients[i].fd = -1;
 	a.start_ms = now_ms();
+	a.started = time(NULL);
 	if ((rc = tend_ws_open(ws)) || (rc = take_lock(&a)) ||
 	    (rc = tend_ws_lock(ws, "tend watch")) || (rc = listen_socket(&a)))
 		goto out;
@@ -1664,6 +1787,7 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 		}
 	}
 	logf_(&a, 1, "stopping");
+	keep_last_passes(&a);
 	settle(&a);
 	rc = 0;
 out:
@@ -1690,6 +1814,7 @@ out:
 		close(a.lockfd);
 	}
 	free(a.sock_path);
+	tend_buf_release(&a.last_summary);
 	return rc;
 }
 

@@ -5,6 +5,7 @@
 #define TEND_WATCH_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "app.h"
 
@@ -38,5 +39,32 @@ int tend_agent_request(const char *state_dir, const char *cmd,
  * pass: the store is read as it is).
  */
 int tend_agent_settle(const char *state_dir);
+
+/*
+ * One pass of one app, as tend sync, tend status, the agent's log and its
+ * pass_finished event report it: one vocabulary (tend.1, OUTPUT).
+ */
+struct tend_pass {
+	long long time;	 /* when it finished, seconds since the epoch */
+	uint64_t ms;	 /* how long it took */
+	int status;	 /* 0 ok; 1 something failed or deletes were held */
+	uint64_t created, updated, deleted;
+	uint64_t failed; /* actions that could not be applied */
+	uint64_t errors; /* declarations that failed (nothing of them applied) */
+	uint64_t held_deletes; /* source items whose deletes the brake holds */
+	uint64_t files;	 /* source files seen */
+	uint64_t read;	 /* of which read (their signature changed) */
+	uint64_t links_skipped; /* symlinks not synced (symlinks = skip) */
+	const char *error; /* the pass's own error, or NULL */
+};
+
+/* Its JSON members, without braces: "time": ..., "ms": ..., ... */
+void tend_pass_json(struct tend_buf *b, const struct tend_pass *p);
+/* "2 created, 0 updated, 0 deleted, 1 failed; 5 files (2 read) in 0.01s" */
+void tend_pass_text(struct tend_buf *b, const struct tend_pass *p);
+/* From a pass_finished event or a stored record (absent members are 0;
+ * `error` points into `j`). */
+struct tend_json;
+void tend_pass_from_json(struct tend_pass *p, const struct tend_json *j);
 
 #endif

@@ -29,8 +29,14 @@ void tend_buf_printf(struct tend_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void tend_buf_vprintf(struct tend_buf *b, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
-/* Append `s` as a JSON string literal (quoted, escaped). */
+/* Append `s` as a JSON string literal (quoted, escaped). Always valid
+ * UTF-8: a byte that is not part of a UTF-8 character is written as the
+ * four characters \xNN (JSON "\\xNN"). */
 void tend_buf_json(struct tend_buf *b, const char *s);
+/* The length of the UTF-8 character at `s` (of at most `n` bytes): 1-4,
+ * or 0 if the bytes there are not one (a stray continuation byte, an
+ * overlong form, a surrogate, past U+10FFFF, cut short). */
+size_t tend_utf8_len(const void *s, size_t n);
 /* Append `len` bytes as lowercase hex. */
 void tend_buf_puthex(struct tend_buf *b, const void *data, size_t len);
 /* Append what `fd` reads until its end, or until more than `max` bytes

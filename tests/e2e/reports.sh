@@ -1,0 +1,242 @@
+#!/bin/sh
+# Reports that tell the truth (issue 15): unknown app names, --json that is
+# always one JSON document (names that are not UTF-8, a sync handed to the
+# agent, failures), human output for humans (no raw JSON, local times and
+# ages, ls sorted and escaped, one spelling of a git path), one vocabulary
+# in sync and status, a tend.conf without apps, the agent's line per pass,
+# tend help and the help texts. Agents are waited for on their socket
+# (agentctl.py), never with sleeps, and stopped on exit.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+CTL="python3 $HERE/agentctl.py $WS/.tend/agent.sock"
+AGENT=
+trap 'if [ -n "$AGENT" ]; then kill -TERM $AGENT 2>/dev/null; wait $AGENT 2>/dev/null; fi; chmod -R u+rwx "$WS" 2>/dev/null; rm -rf "$WS"' EXIT
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t
+
+# jcheck JSON EXPR MSG: JSON is one JSON document in UTF-8 (strictly:
+# python's stdin would let bytes that are not UTF-8 through as
+# surrogates) and the python EXPR holds of it (d)
+jcheck() {
+	printf '%s' "$1" | python3 -c '
+import json, sys
+try:
+    d = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+except ValueError as e:
+    sys.exit("not one JSON document in UTF-8: %s" % e)
+sys.exit(0 if eval(sys.argv[1]) else "false: " + sys.argv[1])' "$2" "${4:-}" 2>"$WS/.jerr" ||
+		fail "$3: $(cat "$WS/.jerr"): $1"
+}
+start_agent() {
+	"$TEND" watch "$@" 2>"$WS/agent.err" &
+	AGENT=$!
+	$CTL ready || fail "agent ready"
+}
+stop_agent() {
+	kill -TERM $AGENT; wait $AGENT; AGENT=
+}
+
+# ---- 1. drop, ls and check with an unknown app: no app "x", exit 2 ----
+mkdir -p src/sub
+printf 'a\n' > src/a; printf 'z\n' > src/z; printf 'm\n' > src/sub/m
+for i in 1 2 3 4 5 6 7 8; do printf '%s\n' $i > src/f$i; done
+printf 'ff\n' > "src/$(printf 'b\377')"
+printf 'tab\n' > "src/$(printf 'c\td')"
+cat > tend.conf <<'CONF'
+[app "site"]
+	source = src
+	target = dir:out
+[app "old"]
+	source = src
+	target = dir:old-out
+CONF
+run sync; expect_rc 0 "first sync"
+for cmd in drop ls check; do
+	run $cmd nosuch; expect_rc 2 "$cmd nosuch"
+	expect_in "$ERR" 'no app "nosuch"' "$cmd names the unknown app"
+done
+run drop nosuch --json; expect_rc 2 "drop nosuch --json"
+jcheck "$OUT" 'd == {"error": "no app \"nosuch\" in %s/tend.conf" % sys.argv[2], "exit": 2}' "drop --json: an error object" "$WS"
+[ -f old-out/a ] || fail "drop nosuch touched another app"
+# an app that left tend.conf is still tracked: ls and drop reach it
+sed -i '/\[app "old"\]/,$d' tend.conf
+run ls old; expect_rc 0 "ls of an app that left tend.conf"
+expect_in "$OUT" "old-out/a" "ls lists its states"
+run check old; expect_rc 2 "check needs the app's configuration"
+expect_in "$ERR" 'no longer in' "check says the app left tend.conf"
+run drop old; expect_rc 0 "drop of an app that left tend.conf"
+expect_gone old-out/a
+
+# ---- 2. --json is one valid JSON document ----
+# a name that is not UTF-8 and one with a tab, through plan and ls
+printf 'ff2\n' > "src/$(printf 'e\377')"
+run plan --json; expect_rc 3 "plan --json with a name that is not UTF-8"
+jcheck "$OUT" '{"path": "out/e\\xff", "path_escaped": True} in [{k: a[k] for k in ("path", "path_escaped") if k in a} for a in d["actions"]]' "plan --json escapes the byte"
+run sync; expect_rc 0 "sync"
+run ls --json; expect_rc 0 "ls --json"
+# the bytes come back from the escaped spelling
+printf '%s' "$OUT" | python3 -c '
+import json, re, sys
+d = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+def unescape(s):
+    out, i = b"", 0
+    while i < len(s):
+        if s[i] == "\\":
+            c = s[i + 1]
+            if c == "x":
+                out += bytes([int(s[i + 2:i + 4], 16)]); i += 4; continue
+            out += {"n": b"\n", "t": b"\t"}.get(c, c.encode()); i += 2; continue
+        out += s[i].encode(); i += 1
+    return out
+paths = set(unescape(s["path"]) if s.get("path_escaped") else s["path"].encode()
+            for s in d["states"])
+want = {b"out/b\xff", b"out/e\xff", b"out/c\td", b"out/a"}
+sys.exit(0 if want <= paths else "missing %r in %r" % (want - paths, paths))
+' || fail "ls --json: the names' bytes are not recoverable"
+# a failure with --json: an error object, and the message on stderr too
+run sync --json --bogus; expect_rc 2 "unknown option with --json"
+jcheck "$OUT" 'd["exit"] == 2 and "unknown option" in d["error"]' "usage error with --json"
+expect_in "$ERR" "unknown option" "message on stderr"
+run -c nosuch.conf status --json; expect_rc 2 "missing config with --json"
+jcheck "$OUT" 'd["exit"] == 2' "config error with --json"
+# two apps, and sync --json of the second one only
+cat >> tend.conf <<'CONF'
+[app "pages"]
+	source = src
+	target = git:repo
+	ref = refs/heads/pages
+	prefix = site
+CONF
+git init -q --bare repo
+run sync --json pages; expect_rc 0 "sync --json of the second app"
+jcheck "$OUT" '[a["app"] for a in d["apps"]] == ["pages"] and d["apps"][0]["result"]["created"] >= 5' "sync --json APP"
+
+# ---- 3. human output: ls sorted and escaped, one spelling of git paths ----
+run ls site; expect_rc 0 "ls site"
+PATHS=$(printf '%s\n' "$OUT" | awk '{print $1}')
+[ "$PATHS" = "$(printf '%s\n' "$PATHS" | LC_ALL=C sort)" ] || fail "ls is not sorted by path: $PATHS"
+expect_in "$OUT" 'out/c\td ' "ls escapes a tab as plan does"
+expect_in "$OUT" 'out/b\xff ' "ls escapes a byte that is not UTF-8"
+printf 'n\n' > src/sub/new
+run plan pages; expect_rc 3 "plan of a git entry"
+PLANPATH=$(printf '%s\n' "$OUT" | sed -n 's/^+ pages //p')
+[ "$PLANPATH" = 'git("repo", "refs/heads/pages", "site"):sub/new' ] || fail "plan's spelling of a git entry: $PLANPATH"
+run sync -q; expect_rc 0 "sync the git entry"
+run ls pages; expect_in "$OUT" "$PLANPATH " "ls spells a git entry as plan does"
+
+# ---- 4. one vocabulary: a failed declaration is an error in sync and
+# status, text and JSON ----
+cat >> tend.conf <<'CONF'
+[app "shout"]
+	source = src
+	include = a
+	declare = exec "tr a-z A-Z; exit 3"
+	target = dir:loud
+CONF
+run sync shout; expect_rc 1 "a failed declaration"
+expect_in "$OUT" "shout: 0 created, 0 updated, 0 deleted, 1 error;" "sync calls it an error"
+run sync --json shout; expect_rc 1 "sync --json with a failed declaration"
+jcheck "$OUT" 'd["apps"][0]["result"]["errors"] == 1 and d["apps"][0]["result"]["failed"] == 0' "sync --json: errors 1"
+run status; expect_rc 0 "status"
+expect_in "$OUT" "shout: 1 target states, 0 unsettled; last pass " "status line of the app"
+expect_in "$OUT" ": 0 created, 0 updated, 0 deleted, 1 error;" "status says it with sync's words"
+expect_not_in "$OUT" '{"' "status prints no raw JSON"
+printf '%s\n' "$OUT" | grep -Eq 'last pass [0-9]{2}:[0-9]{2}:[0-9]{2}, [0-9]+ s ago' || fail "status: a local time and an age: $OUT"
+run status --json
+jcheck "$OUT" '[a for a in d["apps"] if a["app"] == "shout"][0]["last"]["errors"] == 1' "status --json: errors 1"
+sed -i '/\[app "shout"\]/,$d' tend.conf
+
+# ---- 5. with an agent: status and sync print text; sync --json is one
+# document; one spelling of a git path in the dashboard's tree ----
+sed -i '1i [tend]\n\tdebounce = 0' tend.conf
+start_agent
+expect_in "$(cat "$WS/agent.err")" "tend watch: " "the agent's log"
+grep -Eq '^tend watch: [0-9]{2}:[0-9]{2}:[0-9]{2} site: 0 created, 0 updated, 0 deleted; [0-9]+ files \([0-9]+ read\) in [0-9.]+s$' "$WS/agent.err" ||
+	fail "one line per pass in the foreground: $(cat "$WS/agent.err")"
+$CTL until "[ -f out/w ] && grep -q 'site: 1 created' '$WS/agent.err'" -- 'printf "w\n" > src/w' ||
+	fail "a pass's line names what it did: $(cat "$WS/agent.err")"
+run status; expect_rc 0 "status beside the agent"
+expect_not_in "$OUT" '{"' "status beside the agent prints no raw JSON"
+expect_in "$OUT" "agent: pid $AGENT, watching, started " "status names the agent"
+printf '%s\n' "$OUT" | grep -Eq '^site: .*; last pass [0-9]{2}:[0-9]{2}:[0-9]{2}, [0-9]+ s ago: 1 created' || fail "status shows the agent's last pass: $OUT"
+run sync; expect_rc 0 "sync handed to the agent"
+expect_not_in "$OUT" '{"' "sync through the agent prints no raw JSON"
+expect_in "$OUT" "applied by the running agent (pid $AGENT)" "says who applied it"
+expect_in "$OUT" "site: 0 created, 0 updated, 0 deleted; " "the agent's pass in sync's words"
+run sync --json; expect_rc 0 "sync --json handed to the agent"
+jcheck "$OUT" 'd["agent"] and [a["app"] for a in d["apps"]] == ["site", "pages"] and d["apps"][1]["result"]["created"] == 0' "sync --json beside the agent: both apps, as without an agent"
+run status --json
+jcheck "$OUT" 'd["agent"]["state"] == "watching" and d["apps"][0]["last"]["by"] == "agent"' "status --json beside the agent"
+# the dashboard's tree: the git target is one level, its entries below,
+# and a prefix and a name make plan's spelling
+python3 - "$WS/.tend/agent.sock" "$PLANPATH" <<'PY' || fail "the dashboard's tree spells a git path as plan does"
+import json, socket, sys
+def ask(cmd):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(20)
+    s.connect(sys.argv[1])
+    s.sendall((json.dumps(cmd) + "\n").encode())
+    buf = b""
+    while b"\n" not in buf:
+        data = s.recv(65536)
+        if not data:
+            break
+        buf += data
+    return json.loads(buf.split(b"\n")[0].decode("utf-8"))
+top = ask({"cmd": "states", "app": "pages"})["children"]
+names = [c["name"] for c in top]
+if names != ['git("repo", "refs/heads/pages", "site"):'] or not top[0]["dir"]:
+    sys.exit("the git target's level: %r" % names)
+sub = ask({"cmd": "states", "app": "pages", "prefix": names[0]})["children"]
+if "sub/" not in [c["name"] for c in sub]:
+    sys.exit("its entries: %r" % sub)
+leaf = ask({"cmd": "states", "app": "pages", "prefix": names[0] + "sub/"})
+paths = [names[0] + "sub/" + c["name"] for c in leaf["children"]]
+if sys.argv[2] not in paths:
+    sys.exit("%r not among %r" % (sys.argv[2], paths))
+PY
+# the lock docs/agent.md names is the one the agent holds
+flock -n .tend/write.lock true && fail "the agent does not hold .tend/write.lock"
+grep -q '`.tend/write.lock`' "$HERE/../../docs/agent.md" || fail "docs/agent.md names .tend/write.lock"
+stop_agent
+# -q: no line per pass, only errors
+start_agent -q
+$CTL until '[ -f out/q ]' -- 'printf "q\n" > src/q' || fail "a pass with -q"
+expect_not_in "$(cat "$WS/agent.err")" "created" "watch -q prints no line per pass"
+stop_agent
+# --daemon --tui: a usage error on the terminal, no agent started
+run watch --daemon --tui; expect_rc 2 "watch --daemon --tui"
+expect_in "$ERR" "do not go together" "said on the terminal"
+[ ! -S .tend/agent.sock ] || fail "watch --daemon --tui started an agent"
+
+# ---- 6. a tend.conf without apps says so on every command ----
+mkdir "$WS/empty" && cd "$WS/empty" || exit 1
+for conf in '' '[tend]
+	debounce = 0'; do
+	printf '%s\n' "$conf" > tend.conf
+	for cmd in sync plan ls check top watch; do
+		OUT=$(timeout 10 "$TEND" $cmd </dev/null 2>"$WS/.err"); RC=$?; ERR=$(cat "$WS/.err")
+		expect_rc 2 "$cmd with no apps"
+		expect_in "$ERR" "defines no apps" "$cmd says the config has no apps"
+	done
+	run plan --json; jcheck "$OUT" 'd["exit"] == 2' "plan --json with no apps"
+	run status; expect_rc 0 "status with no apps"
+	expect_in "$OUT" "defines no apps" "status says the config has no apps"
+done
+cd "$WS" || exit 1
+
+# ---- 7. tend help [COMMAND]; the help texts say what the program does ----
+run --help; HELP=$OUT
+run help; expect_rc 0 "tend help"
+[ "$OUT" = "$HELP" ] || fail "tend help is tend --help"
+for cmd in sync plan ls status check drop watch top help; do
+	run $cmd --help; want=$OUT
+	run help $cmd; expect_rc 0 "tend help $cmd"
+	[ -n "$OUT" ] && [ "$OUT" = "$want" ] || fail "tend help $cmd is tend $cmd --help"
+done
+run help nosuch; expect_rc 2 "help of an unknown command"
+run status --help; expect_not_in "$OUT" "components" "status shows no components count"
+run watch --help
+expect_in "$OUT" "re-scans" "watch --help: a directory move re-scans its subtree"
+expect_not_in "$OUT" "directory moves, overflows" "watch --help: moves are no full pass"
+expect_in "$OUT" ".tend/write.lock" "watch --help names the lock"
+finish
