@@ -639,10 +639,12 @@ skip_line(struct lex *l)
 /* A value up to the end of the line: quotes, escapes, continuation,
  * trailing comments, surrounding space trimmed (inner space kept).
  * *cut is the character that began a comment after the value (0: none),
- * *bare whether any of it stood outside double quotes. */
+ * *bare whether any of it stood outside double quotes; *inside is the
+ * length of the value before its first double quote (-1: none), *mixed
+ * whether bare text followed a closing one. */
 static char *
 read_value(struct ctx *x, struct lex *l, const char *fullkey, bool *bad,
-    char *cut, bool *bare)
+    char *cut, bool *bare, long *inside, bool *mixed)
 {
 	size_t cap = 64, n = 0, keep = 0;
 	char *v = xmalloc(cap);
@@ -671,12 +673,17 @@ read_value(struct ctx *x, struct lex *l, const char *fullkey, bool *bad,
 		l->p++;
 		if (c == '"') {
 			quoted = !quoted;
+			if (*inside < 0)
+				*inside = (long)n;
 			keep = n;
 			continue;
 		}
 		if (!quoted && c != ' ' && c != '\t' && c != '\r' &&
-		    c != '\\')
+		    c != '\\') {
 			*bare = true;
+			if (*inside >= 0)
+				*mixed = true;
+		}
 		if (c == '\\') {
 			char e = l->p < l->end ? *l->p++ : '\0';
 
@@ -733,7 +740,8 @@ read_value(struct ctx *x, struct lex *l, const char *fullkey, bool *bad,
  */
 static bool
 exec_cut(struct ctx *x, int line, const char *fullkey, const char *section,
-    const char *sub, const char *key, const char *value, char cut, bool bare)
+    const char *sub, const char *key, const char *value, char cut, bool bare,
+    long inside, bool mixed)
 {
 	char open = 0;
 
@@ -755,13 +763,23 @@ exec_cut(struct ctx *x, int line, const char *fullkey, const char *section,
 		} else if (*p == '\'' || *p == '"')
 			open = *p;
 	}
-	if (!(cut && bare) && !open)
-		return false;
 	const char *cmd = value[4] ? value + 5 : "";
 	const char *fix = "write the whole value in double quotes, with \\\" "
 			  "for \" and \\\\ for \\ inside them, e.g. declare = "
 			  "\"exec sed 's/a/b/;s/c/d/'\", and a comment on a line "
 			  "of its own";
+	/* `exec grep "a b"`: the quotes are tend.conf's, gone before the
+	 * shell sees the command (quoting all of it, `exec "cmd; cmd"`, or
+	 * the whole value, is how tend.conf keeps a ; or #) */
+	if (inside >= 0 && (mixed || inside > 5) && !cut && !open) {
+		diag(x->d, x->file, line, fullkey,
+		    "the double quotes in this exec value are tend.conf's "
+		    "quoting, not the shell's: they are removed, so the shell "
+		    "would run \"%s\"; %s", cmd, fix);
+		return true;
+	}
+	if (!(cut && bare) && !open)
+		return false;
 	if (cut && bare)
 		diag(x->d, x->file, line, fullkey,
 		    "the command is cut at '%c': # and ; start a comment "
@@ -1285,10 +1303,12 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 			continue;
 		}
 		char *value, cut = 0;
-		bool bad = false, bare = false;
+		bool bad = false, bare = false, mixed = false;
+		long inside = -1;
 		if (l.p < l.end && *l.p == '=') {
 			l.p++;
-			value = read_value(&x, &l, fullkey, &bad, &cut, &bare);
+			value = read_value(&x, &l, fullkey, &bad, &cut, &bare,
+			    &inside, &mixed);
 		} else if (l.p >= l.end || *l.p == '\n' || *l.p == '#' ||
 		    *l.p == ';') {
 			value = xstrdup("true"); /* git: a bare key is true */
@@ -1303,7 +1323,7 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 			diag(diags, origin, line, fullkey,
 			    "key outside of any section");
 		else if (!bad && !exec_cut(&x, line, fullkey, section, sub,
-				     key, value, cut, bare))
+				     key, value, cut, bare, inside, mixed))
 			entry(&x, section, sub, key, value, line);
 		free(key);
 		free(value);

@@ -160,18 +160,18 @@ syntax_errors_have_lines(void **state)
 static void
 quoting_escapes_and_continuations(void **state)
 {
-	/* no comment after the exec value: that is refused (below) */
+	/* (not an exec value: quotes inside one are refused, below) */
 	const char *text = "[app \"a\"]\n"
 			   "source = src\n"
 			   "target = dir:out\n"
-			   "declare = exec printf \"%s\\n\" \\\n"
+			   "message = printf \"%s\\n\" \\\n"
 			   "   more\n";
 	struct tend_config cfg;
 	char *errs;
 
 	(void)state;
 	assert_int_equal(parse(text, &cfg, &errs), 0);
-	assert_string_equal(cfg.apps[0].declare_arg, "printf %s\n    more");
+	assert_string_equal(cfg.apps[0].message, "printf %s\n    more");
 	free(errs);
 	tend_config_finish(&cfg);
 }
@@ -434,6 +434,14 @@ exec_cut_by_a_comment_is_refused(void **state)
 	want_errs("[app \"a\"]\n\tdeclare = exec tr \\\"a b\n"
 		  "\tsource = src\n\ttarget = dir:out\n",
 	    open, 1, 1);
+	/* quotes of tend.conf inside an unquoted command: eaten before the
+	 * shell sees it */
+	const char *eaten[] = {"tend.conf:2: app.a.declare: the double quotes "
+			       "in this exec value are tend.conf's quoting",
+	    "the shell would run \"grep a b\""};
+	want_errs("[app \"a\"]\n\tdeclare = exec grep \"a b\"\n"
+		  "\tsource = src\n\ttarget = dir:out\n",
+	    eaten, 2, 1);
 	/* the advice works: the whole value in double quotes, with \" and
 	 * \\, and then a comment after it is no cut */
 	struct tend_config cfg;

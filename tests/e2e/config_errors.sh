@@ -264,4 +264,22 @@ expect_in "$(cat "$WS/agent.err")" 'tend.conf:8: app.b.target: dir:out/sub is in
 $CTL until '[ "$(cat out/new.md 2>/dev/null)" = new ]' -- 'printf "new\n" > src/new.md' || fail "the agent goes on with the previous config"
 expect_gone out/sub
 kill -TERM $AGENT; wait $AGENT; AGENT=
+# double quotes inside an unquoted exec command are tend.conf's: refused
+mkdir -p qsrc; echo "a b" > qsrc/f
+cat > tend.conf <<'CONF'
+[app "q"]
+	source = qsrc
+	target = dir:qout
+	declare = exec grep "a b"
+CONF
+run sync; expect_rc 2 "quotes eaten by tend.conf"
+expect_in "$ERR" "tend.conf:4: app.q.declare: the double quotes in this exec value are tend.conf's quoting" "named"
+expect_gone qout
+cat > tend.conf <<'CONF'
+[app "q"]
+	source = qsrc
+	target = dir:qout
+	declare = "exec grep \"a b\""
+CONF
+run sync; expect_rc 0 "the advice works"; expect_file qout/f "a b"
 finish
