@@ -1556,7 +1556,8 @@ declare_manifest(struct tend_comp *c, struct run *r)
 			pos += 2 + len + 16;
 		}
 	}
-	qsort(lines, n, sizeof *lines, cmp_mline);
+	if (n > 1)
+		qsort(lines, n, sizeof *lines, cmp_mline);
 	for (size_t i = 0; i < n; i++) {
 		if (lines[i].len == strlen(r->app->manifest_name) &&
 		    memcmp(lines[i].name, r->app->manifest_name,
@@ -1853,7 +1854,8 @@ strays_walk(struct strays *s, int dirfd, struct tend_buf *rel, int depth)
 			names = tend_xrealloc(names, (n + 1) * sizeof *names);
 			names[n++] = tend_xstrdup(e->d_name);
 		}
-	qsort(names, n, sizeof *names, cmp_str);
+	if (n > 1)
+		qsort(names, n, sizeof *names, cmp_str);
 	for (size_t i = 0; i < n; i++) {
 		struct stat st;
 		size_t mark = rel->len;
@@ -1932,7 +1934,8 @@ tend_app_strays(struct tend_ws *ws, struct tend_app_config *app, bool remove,
 		rc = more;
 	if (app->manifest)
 		strays_add(&s, app->manifest_name, strlen(app->manifest_name));
-	qsort(s.names, s.n, sizeof *s.names, cmp_str);
+	if (s.n > 1)
+		qsort(s.names, s.n, sizeof *s.names, cmp_str);
 	char *root = path_join(ws->root, app->target_path);
 	int fd = rc ? -1 : open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 	    O_CLOEXEC);

@@ -991,7 +991,8 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		if (a && tend_app_strays(ws, a, false, check_stray, &l, &ns) == 0)
 			d += (unsigned)ns;
 		/* each app's states in the order of their paths */
-		qsort(l.v, l.n, sizeof *l.v, cmp_row);
+		if (l.n > 1)
+			qsort(l.v, l.n, sizeof *l.v, cmp_row);
 		for (size_t k = 0; k < l.n; k++) {
 			if (!rc && c->json) {
 				tend_buf_puts(&out, shown++ ? ",\n  " : "\n  ");

@@ -849,6 +849,8 @@ cmp_tsid(const void *key, const void *elem)
 static bool
 declares(const struct tend_comp *x, const struct tend_fp *tsid)
 {
+	if (!x->ndecls)
+		return false;
 	if (x->decls_sorted)
 		return bsearch(tsid->b, x->decls, x->ndecls, sizeof *x->decls,
 		    cmp_tsid) != NULL;

@@ -190,7 +190,7 @@ walk_dir(struct walker *w, int dirfd, int depth)
 	bool has_gitignore = false, failed = false;
 	/* one buffer per thread: a directory is read whole before the walk
 	 * goes down */
-	static _Thread_local char dents[32768];
+	static _Thread_local _Alignas(struct dirent64) char dents[32768];
 	int rc = 0;
 
 	if (depth > 256) {

@@ -1252,7 +1252,8 @@ states_reply(struct agent *a, const char *app, const char *prefix,
 		return;
 	}
 	int rc = tend_engine_list(a->ws->eng, app, on_state_level, &sc);
-	qsort(sc.v, sc.n, sizeof *sc.v, cmp_child);
+	if (sc.n > 1)
+		qsort(sc.v, sc.n, sizeof *sc.v, cmp_child);
 	tend_buf_puts(out, "{\"event\": \"states\", \"app\": ");
 	tend_buf_json(out, app);
 	tend_buf_puts(out, ", \"prefix\": ");
