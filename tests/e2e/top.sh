@@ -13,11 +13,13 @@ stop_agent() { [ -n "$AGENT" ] && kill -TERM "$AGENT" 2>/dev/null && wait "$AGEN
 trap '$TM kill-server 2>/dev/null; stop_agent; chmod -R u+rwx "$WS" 2>/dev/null; rm -rf "$WS"' EXIT
 
 screen() { $TM capture-pane -p -t top; }
-# wait until the screen shows the pattern (a grep -E regex)
+# wait until the screen shows the pattern (a grep -E regex); that screen
+# is left in $SCREEN, for what must show at the same time
 wait_screen() {
 	i=0
 	while [ $i -lt 100 ]; do
-		if screen | grep -Eq -- "$1"; then return 0; fi
+		SCREEN=$(screen)
+		if printf '%s\n' "$SCREEN" | grep -Eq -- "$1"; then return 0; fi
 		sleep 0.1; i=$((i + 1))
 	done
 	fail "$2: '$1' never appeared; the screen was:"
@@ -34,6 +36,19 @@ no_screen() {
 	fail "$2: '$1' is still shown"
 }
 keys() { $TM send-keys -t top "$@"; }
+# $SCREEN shows the pattern too
+on_screen() { printf '%s\n' "$SCREEN" | grep -Eq -- "$1" || { fail "$2: '$1' not shown with the rest; the screen was:"; printf '%s\n' "$SCREEN" >&2; }; }
+# the CPU ticks (user + system) of a process so far
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null; }
+# wait until a process is gone; if it is not, say how busy it is and end it
+gone_or_kill() {
+	i=0
+	while [ $i -lt 50 ] && [ -e "/proc/$1" ]; do sleep 0.1; i=$((i + 1)); done
+	[ -e "/proc/$1" ] || return 0
+	t0=$(ticks "$1"); sleep 1; t1=$(ticks "$1")
+	fail "$2: still running 5 s after its terminal went away, $((t1 - t0)) CPU ticks in the last second"
+	kill -KILL "$1" 2>/dev/null
+}
 capture() { [ -n "${TEND_CAPTURE_DIR:-}" ] && screen > "$TEND_CAPTURE_DIR/$1.txt"; :; }
 start_agent() {
 	"$TEND" watch 2>>"$WS/agent.err" &
@@ -60,18 +75,41 @@ cat > tend.conf <<'CONF'
 	max-delete = 0
 CONF
 
+# an interactive shell in the pane: q must give it back intact
+$TM new-session -d -s top -x 120 -y 40 "env -u NO_COLOR TERM=xterm-256color PS1='prompt$ ' sh"
+keys "cd '$WS'" Enter
+
 # no agent: say so, tell how to start one
-run top
-expect_rc 1 "top without an agent"
-expect_in "$ERR" "no agent runs" "top without an agent"
-expect_in "$ERR" "tend watch --tui" "top without an agent"
+keys "clear; '$TEND' top; echo \"rc1=\$?\"" Enter
+wait_screen "^rc1=1$" "top without an agent"
+on_screen "no agent runs" "top without an agent"
+on_screen "tend watch --tui" "top without an agent"
 
 start_agent
 WATCHES=$($CTL send status | python3 -c 'import json,sys; print(json.load(sys.stdin)["watches"])')
 
-# an interactive shell in the pane: q must give it back intact
-$TM new-session -d -s top -x 120 -y 40 "env -u NO_COLOR TERM=xterm-256color PS1='prompt$ ' sh"
-keys "cd '$WS' && '$TEND' top" Enter
+# without a terminal: a usage error at once (with an agent to talk to,
+# `tend top </dev/null >file` ran at 96% CPU until killed)
+OUT=$(timeout 5 "$TEND" top </dev/null 2>"$WS/.err"); RC=$?; ERR=$(cat "$WS/.err")
+expect_rc 2 "top without a terminal"
+expect_in "$ERR" "tend top: standard input and output are not a terminal" "top without a terminal"
+[ -z "$OUT" ] || fail "top without a terminal wrote to stdout: $OUT"
+OUT=$(timeout 5 "$TEND" watch --tui </dev/null 2>"$WS/.err"); RC=$?; ERR=$(cat "$WS/.err")
+expect_rc 2 "watch --tui without a terminal"
+expect_in "$ERR" "tend watch --tui: standard input and output are not a terminal" "watch --tui without a terminal"
+# a terminal on one side only is not enough either
+keys "clear; '$TEND' top </dev/null; echo \"rc2=\$?\"" Enter
+wait_screen "^rc2=[0-9]+$" "top with stdin not a terminal"
+on_screen "^rc2=2$" "top with stdin not a terminal"
+on_screen "tend top: standard input is not a terminal" "top with stdin not a terminal"
+keys "clear; '$TEND' top >top.out; echo \"rc3=\$?\"" Enter
+wait_screen "^rc3=[0-9]+$" "top with stdout not a terminal"
+on_screen "^rc3=2$" "top with stdout not a terminal"
+on_screen "tend top: standard output is not a terminal" "top with stdout not a terminal"
+[ -s top.out ] && fail "top with stdout not a terminal wrote to it: $(cat top.out)"
+keys clear Enter
+
+keys "'$TEND' top" Enter
 wait_screen "agent $AGENT watching" "header"
 wait_screen "watches $WATCHES " "header watches"
 wait_screen "site +components 3 +states 2 " "apps panel counts"
@@ -198,4 +236,46 @@ i=0; while kill -0 "$TUI" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1
 kill -0 "$TUI" 2>/dev/null && fail "watch --tui: the process is still there"
 [ -s .tend/agent.log ] || fail "watch --tui: nothing in agent.log"
 expect_file out/alpha "alpha three"
+
+# The terminal hangs up. No key will come again and polling it returns
+# at once: the dashboard must end, not spin (it used all of a core).
+# watch --tui takes SIGHUP as the agent's "reload the config", so only
+# the hangup itself can end it.
+$TM new-session -d -s hup -x 80 -y 24 "cd '$WS' && exec env TERM=xterm-256color '$TEND' watch --tui"
+TUI=$($TM display -p -t hup '#{pane_pid}')
+i=0; until $TM capture-pane -p -t hup | grep -q "agent $TUI watching" || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+[ $i -lt 100 ] || fail "watch --tui for the hangup: not started"
+$TM kill-session -t hup
+gone_or_kill "$TUI" "watch --tui after a hangup"
+[ ! -e .tend/agent.sock ] || fail "watch --tui after a hangup: the agent still runs"
+
+# tend top in a session of its own (as under setsid or nohup) gets no
+# SIGHUP either; its CPU time, measured by the shell, stays low
+if command -v setsid >/dev/null; then
+	start_agent
+	cat > hup.sh <<EOF
+echo \$\$ > '$WS/hup.pid'
+env TERM=xterm-256color '$TEND' top 2>'$WS/hup.err'
+rc=\$?
+{ echo "rc=\$rc"; times; } > '$WS/hup.tmp'
+mv '$WS/hup.tmp' '$WS/hup.out'
+EOF
+	$TM new-session -d -s hup -x 80 -y 24 "setsid -w sh '$WS/hup.sh'"
+	i=0; until $TM capture-pane -p -t hup | grep -q "agent $AGENT watching" || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+	[ $i -lt 100 ] || fail "top for the hangup: not started"
+	$TM kill-session -t hup
+	i=0; while [ ! -e hup.out ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	if [ -e hup.out ]; then
+		expect_in "$(cat hup.out)" "rc=1" "top after a hangup: exit status"
+		expect_in "$(cat hup.err)" "the terminal is gone" "top after a hangup"
+		# the second line of `times`: the children's user and system time
+		CPU=$(sed -n 3p hup.out | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); t += a[1] * 60 + a[2] } print t }')
+		awk "BEGIN { exit !($CPU < 0.5) }" || fail "top after a hangup: ${CPU}s of CPU"
+	else
+		gone_or_kill "$(pgrep -P "$(cat hup.pid)")" "top after a hangup"
+	fi
+	stop_agent
+else
+	echo "setsid is not installed: the hangup of tend top in a session of its own is not tested"
+fi
 finish
