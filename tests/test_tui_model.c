@@ -124,11 +124,13 @@ test_apps_and_tree_roots(void **state)
 	(void)state;
 	tm_feed(m, status_ev, 1);
 	assert_int_equal(m->napps, 2);
-	assert_non_null(strstr(row(m, TM_APPS, 0, &n), "site"));
+	/* docs has errors: it comes first */
+	assert_non_null(strstr(row(m, TM_APPS, 0, &n), "docs"));
 	assert_int_equal(n, 2);
-	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "components 4"));
-	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "states 3"));
-	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "errors 1"));
+	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "errors 1"));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "site"));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "components 4"));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "states 3"));
 	/* a second status does not duplicate the tree's app nodes */
 	tm_feed(m, status_ev, 2);
 	row(m, TM_TREE, 0, &n);
@@ -148,8 +150,9 @@ test_plan_then_applied(void **state)
 	tm_feed(m, plan_ev, 2);
 	assert_int_equal(m->npending, 2);
 	/* the apps panel counts them at once, not at the next status */
-	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "pending 2 "));
-	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "held 1"));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "site "));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "pending 2 "));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "held 1"));
 	/* held deletes come last and say so */
 	assert_non_null(strstr(row(m, TM_PENDING, 0, NULL), "~ site"));
 	assert_non_null(strstr(row(m, TM_PENDING, 0, NULL), "out/a.md"));
@@ -372,6 +375,63 @@ test_command_keys(void **state)
 	done(m);
 }
 
+/* a status of five apps, a1 a2 a3 site a5, a3 and a5 with the errors
+ * given */
+static void
+five_apps(struct tm_model *m, const char *state, int err3, int err5)
+{
+	char line[1024];
+
+	snprintf(line, sizeof line,
+	    "{\"event\": \"status\", \"pid\": 42, \"state\": \"%s\", "
+	    "\"uptime_ms\": 1000, \"passes\": 5, \"watches\": 5, "
+	    "\"overflows\": 0, \"queue\": 0, \"apps\": ["
+	    "{\"name\": \"a1\", \"components\": 2, \"states\": 1, "
+	    "\"errors\": 0}, {\"name\": \"a2\", \"components\": 2, "
+	    "\"states\": 1, \"errors\": 0}, {\"name\": \"a3\", "
+	    "\"components\": 2, \"states\": 1, \"errors\": %d}, "
+	    "{\"name\": \"site\", \"components\": 2, \"states\": 1, "
+	    "\"errors\": 0}, {\"name\": \"a5\", \"components\": 2, "
+	    "\"states\": 1, \"errors\": %d}]}", state, err3, err5);
+	tm_feed(m, line, 1);
+}
+
+/* issue 15: "Apps (5)" showed 4 rows, and the app with errors was the
+ * fifth: apps with errors come first, then those with held deletes,
+ * then the rest in tend.conf's order */
+static void
+test_apps_with_errors_first(void **state)
+{
+	struct tm_model *m = fresh();
+	size_t n;
+
+	(void)state;
+	five_apps(m, "watching", 0, 0);
+	for (size_t i = 0; i < 5; i++)
+		assert_int_equal(strncmp(row(m, TM_APPS, i, NULL),
+		    (const char *[]){"a1 ", "a2 ", "a3 ", "site ", "a5 "}[i],
+		    3), 0);
+	five_apps(m, "watching", 0, 2);
+	assert_non_null(strstr(row(m, TM_APPS, 0, &n), "a5 "));
+	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "errors 2 "));
+	assert_int_equal(n, 5);
+	/* a row still names its app (Enter, the filter) */
+	struct tm_row *r = tm_rows(m, TM_APPS, &n);
+	assert_int_equal(r[0].app, 4);
+	assert_int_equal(r[0].cls, TM_C_ERROR);
+	free(r);
+	/* held deletes (site's plan holds one) next, then the rest */
+	five_apps(m, "watching", 1, 2);
+	tm_feed(m, plan_ev, 2);
+	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "a3 "));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "a5 "));
+	assert_non_null(strstr(row(m, TM_APPS, 2, NULL), "site "));
+	assert_non_null(strstr(row(m, TM_APPS, 2, NULL), "held 1"));
+	assert_non_null(strstr(row(m, TM_APPS, 3, NULL), "a1 "));
+	assert_non_null(strstr(row(m, TM_APPS, 4, NULL), "a2 "));
+	done(m);
+}
+
 static void
 test_activity_bounded(void **state)
 {
@@ -486,6 +546,7 @@ main(void)
 		cmocka_unit_test(test_tree_lazy_levels),
 		cmocka_unit_test(test_filter_keys),
 		cmocka_unit_test(test_command_keys),
+		cmocka_unit_test(test_apps_with_errors_first),
 		cmocka_unit_test(test_activity_bounded),
 		cmocka_unit_test(test_json_values),
 		cmocka_unit_test(test_json_refuses),

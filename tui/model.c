@@ -609,6 +609,48 @@ tree_rows(struct rowvec *rv, struct tm_node *n, int depth)
 	}
 }
 
+/* the pending actions of app i, and how many of them are held deletes
+ * (the events are newer than the last status) */
+static unsigned long long
+app_pending(const struct tm_model *m, size_t i, unsigned long long *held)
+{
+	unsigned long long n = 0;
+
+	*held = 0;
+	for (size_t k = 0; k < m->npending; k++)
+		if (strcmp(m->pending[k].app, m->apps[i].name) == 0) {
+			n++;
+			*held += m->pending[k].held;
+		}
+	return n;
+}
+
+static int
+app_rank(const struct tm_model *m, size_t i)
+{
+	unsigned long long held;
+
+	app_pending(m, i, &held);
+	return m->apps[i].errors ? 0 : held ? 1 : 2;
+}
+
+static void
+app_row(const struct tm_model *m, struct rowvec *rv, size_t i)
+{
+	const struct tm_app *a = &m->apps[i];
+	unsigned long long held, pending = app_pending(m, i, &held);
+	struct tm_row *r = row_add(rv);
+
+	r->app = i;
+	snprintf(r->text, sizeof r->text,
+	    "%-12s components %-6lld states %-7lld pending "
+	    "%-5llu errors %-4llu held %llu%s",
+	    a->name, a->components, a->states, pending, a->errors, held,
+	    strcmp(m->running, a->name) == 0 ? "  (pass running)" : "");
+	r->cls = a->errors ? TM_C_ERROR : held ? TM_C_HELD : TM_C_NORMAL;
+	row_filter(rv);
+}
+
 struct tm_row *
 tm_rows(const struct tm_model *m, enum tm_panel p, size_t *n)
 {
@@ -617,29 +659,13 @@ tm_rows(const struct tm_model *m, enum tm_panel p, size_t *n)
 
 	switch (p) {
 	case TM_APPS:
-		for (size_t i = 0; i < m->napps; i++) {
-			const struct tm_app *a = &m->apps[i];
-			unsigned long long pending = 0, held = 0;
-
-			/* the events are newer than the last status */
-			for (size_t k = 0; k < m->npending; k++)
-				if (strcmp(m->pending[k].app, a->name) == 0) {
-					pending++;
-					held += m->pending[k].held;
-				}
-			r = row_add(&rv);
-			r->app = i;
-			snprintf(r->text, sizeof r->text,
-			    "%-12s components %-6lld states %-7lld pending "
-			    "%-5llu errors %-4llu held %llu%s",
-			    a->name, a->components, a->states, pending,
-			    a->errors, held,
-			    strcmp(m->running, a->name) == 0 ? "  (pass running)"
-							       : "");
-			r->cls = a->errors ? TM_C_ERROR : held ? TM_C_HELD
-							       : TM_C_NORMAL;
-			row_filter(&rv);
-		}
+		/* what needs the user first, so no scrolling hides it: apps
+		 * with errors, then those with held deletes, then the rest,
+		 * each in tend.conf's order */
+		for (int rank = 0; rank < 3; rank++)
+			for (size_t i = 0; i < m->napps; i++)
+				if (app_rank(m, i) == rank)
+					app_row(m, &rv, i);
 		break;
 	case TM_PENDING:
 		/* held deletes last: they wait for the user */

@@ -1,7 +1,8 @@
 /*
  * view.c - the only code that touches ncurses.
  *
- * Layout, top to bottom: two header lines; the apps panel; then pending,
+ * Layout, top to bottom: two header lines; the apps panel (every app
+ * when there is room); then pending,
  * activity and the tracking-state tree (side by side with the first two
  * when the terminal is 120 columns or wider); a status line. The focused
  * panel's title is reversed and its selected row highlighted. Colors
@@ -209,7 +210,9 @@ tv_draw(struct tm_model *m, double now)
 	tend_buf_release(&l2);
 
 	int body = H - 3; /* header 2, status 1 */
-	int apps_h = (int)(m->napps < 4 ? m->napps : 4) + 1;
+	/* every app when there is room (a third of the body at most; the
+	 * model puts the apps with errors first) */
+	int apps_h = (int)m->napps + 1;
 	if (m->napps == 0)
 		apps_h = 2;
 	if (apps_h > body / 3)

@@ -38,6 +38,8 @@ no_screen() {
 keys() { $TM send-keys -t top "$@"; }
 # $SCREEN shows the pattern too
 on_screen() { printf '%s\n' "$SCREEN" | grep -Eq -- "$1" || { fail "$2: '$1' not shown with the rest; the screen was:"; printf '%s\n' "$SCREEN" >&2; }; }
+# the first row of the apps panel in $SCREEN
+first_app() { printf '%s\n' "$SCREEN" | grep -A1 '^Apps (' | sed -n 2p | cut -d' ' -f1; }
 # the CPU ticks (user + system) of a process so far
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null; }
 # wait until a process is gone; if it is not, say how busy it is and end it
@@ -56,23 +58,31 @@ start_agent() {
 	$CTL ready || fail "agent ready"
 }
 
-mkdir -p src/d kept
+mkdir -p src/d kept notes pages
 printf 'alpha\n' > src/alpha; printf 'beta\n' > src/d/beta
 printf 'x\n' > kept/x; printf 'y\n' > kept/y
+printf 'n\n' > notes/n; printf 'p\n' > pages/p
+# five apps, the one that will fail last: a panel of four rows hid it
 cat > tend.conf <<'CONF'
 [tend]
 	debounce = 0
 [app "site"]
 	source = src
 	target = dir:out
-[app "shout"]
-	source = src
-	target = dir:shout
-	declare = "exec if grep -q fail \"$TEND_SOURCE\"; then echo \"bad input $TEND_PATH: it says fail\" >&2; exit 3; fi; tr a-z A-Z"
 [app "keep"]
 	source = kept
 	target = dir:kept-out
 	max-delete = 0
+[app "notes"]
+	source = notes
+	target = dir:notes-out
+[app "pages"]
+	source = pages
+	target = dir:pages-out
+[app "shout"]
+	source = src
+	target = dir:shout
+	declare = "exec if grep -q fail \"$TEND_SOURCE\"; then echo \"bad input $TEND_PATH: it says fail\" >&2; exit 3; fi; tr a-z A-Z"
 CONF
 
 # an interactive shell in the pane: q must give it back intact
@@ -114,6 +124,11 @@ wait_screen "agent $AGENT watching" "header"
 wait_screen "watches $WATCHES " "header watches"
 wait_screen "site +components 3 +states 2 " "apps panel counts"
 wait_screen "nothing pending" "pending empty"
+# every app has its row
+wait_screen "^Apps \(5\)" "apps title"
+for app in site keep notes pages shout; do
+	on_screen "^$app +components" "apps panel: a row for $app"
+done
 capture overview
 
 # paused: a change shows up as pending, with its source file as the why
@@ -143,6 +158,9 @@ wait_screen "agent $AGENT watching" "resumed"
 # a failing exec: its stderr in the detail
 printf 'this will fail\n' > src/boom
 wait_screen "E shout +/shout/@files/boom +exec" "failed exec in activity"
+# the app with errors comes first in the apps panel
+wait_screen "^shout +components [0-9]+ +states [0-9]+ +pending [0-9]+ +errors 1 " "apps: shout's error"
+[ "$(first_app)" = shout ] || fail "apps: the app with errors is not first"
 keys Tab
 wait_screen "^Activity.*" "activity focused"
 keys Home Enter
@@ -191,6 +209,12 @@ wait_screen "^Tracked states" "80x24: tree panel"
 wait_screen "^q quit  \? help" "80x24: status line"
 wait_screen "agent $AGENT watching" "80x24: header"
 [ "$(screen | wc -l)" -le 24 ] || fail "80x24: more than 24 lines"
+# and every app, the one with errors first
+on_screen "^Apps \(5\)" "80x24: apps title"
+for app in site keep notes pages shout; do
+	on_screen "^$app +components" "80x24: a row for $app"
+done
+[ "$(first_app)" = shout ] || fail "80x24: the app with errors is not first"
 capture small
 
 # the agent goes away, then comes back
