@@ -360,7 +360,7 @@ test_command_keys(void **state)
 	assert_string_equal(m->out.ptr, "approve\n");
 	tm_feed(m, "{\"event\": \"ok\", \"cmd\": \"approve\", \"approved\": 1}",
 	    4);
-	assert_non_null(strstr(m->message, "approved 1 held deletes"));
+	assert_non_null(strstr(m->message, "approved 1 held delete:"));
 	tm_key(m, '?');
 	assert_true(m->help);
 	tm_key(m, 'q'); /* closes help, does not quit */
@@ -429,6 +429,69 @@ test_apps_with_errors_first(void **state)
 	assert_non_null(strstr(row(m, TM_APPS, 2, NULL), "held 1"));
 	assert_non_null(strstr(row(m, TM_APPS, 3, NULL), "a1 "));
 	assert_non_null(strstr(row(m, TM_APPS, 4, NULL), "a2 "));
+	done(m);
+}
+
+/* the plan of an exec app that writes two entries per source: `n`
+ * sources deleted, 2n deletes held */
+static void
+held_plan(struct tm_model *m, const char *app, int n)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+
+	tend_buf_printf(&b, "{\"event\": \"plan\", \"app\": \"%s\", "
+			    "\"held\": %d, \"actions\": [", app, n);
+	for (int i = 0; i < 2 * n; i++)
+		tend_buf_printf(&b, "%s{\"app\": \"%s\", \"op\": \"-\", "
+				    "\"provider\": \"p\", \"key\": \"k%d\", "
+				    "\"path\": \"out/%d.%s\", \"why\": "
+				    "\"source %d deleted\", \"held\": true}",
+		    i ? ", " : "", app, i, i / 2, i % 2 ? "b" : "a", i / 2);
+	tend_buf_puts(&b, "]}");
+	tm_feed(m, b.ptr, 2);
+	tend_buf_release(&b);
+}
+
+/* issue 15: `a` said "approved 2000 held deletes" when 1,500 were held.
+ * The agent's "approved" counts source items; the deletes it releases
+ * are the held actions of its plans, which the dashboard lists. */
+static void
+test_approve_says_what_was_held(void **state)
+{
+	struct tm_model *m = fresh();
+	struct tend_buf t = TEND_BUF_INIT;
+
+	(void)state;
+	tm_feed(m, status_ev, 1);
+	held_plan(m, "site", 1000);
+	held_plan(m, "docs", 500);
+	tm_title(m, TM_PENDING, &t);
+	assert_non_null(strstr(t.ptr, "3000 deletes HELD"));
+	tm_key(m, 'a');
+	assert_string_equal(m->out.ptr, "approve\n");
+	tm_feed(m, "{\"event\": \"ok\", \"cmd\": \"approve\", "
+		   "\"approved\": 1500}", 3);
+	assert_string_equal(m->message,
+	    "approved 3000 held deletes: the next pass applies them");
+	/* paused, before a pass: the preview marks what the brake will
+	 * hold, the agent holds nothing yet */
+	tm_feed(m, "{\"event\": \"ok\", \"cmd\": \"approve\", "
+		   "\"approved\": 0}", 3);
+	assert_non_null(strstr(m->message, "nothing approved yet"));
+	/* no plan listed (yet): the agent's count, in its own unit */
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"site\", \"held\": 0, "
+		   "\"actions\": []}", 4);
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"docs\", \"held\": 0, "
+		   "\"actions\": []}", 4);
+	tm_feed(m, "{\"event\": \"ok\", \"cmd\": \"approve\", "
+		   "\"approved\": 7}", 5);
+	assert_string_equal(m->message, "approved the held deletes of 7 "
+	    "source items: the next pass applies them");
+	tm_feed(m, "{\"event\": \"ok\", \"cmd\": \"approve\", "
+		   "\"approved\": 0}", 6);
+	assert_string_equal(m->message, "no deletes were held: nothing "
+	    "approved");
+	tend_buf_release(&t);
 	done(m);
 }
 
@@ -547,6 +610,7 @@ main(void)
 		cmocka_unit_test(test_filter_keys),
 		cmocka_unit_test(test_command_keys),
 		cmocka_unit_test(test_apps_with_errors_first),
+		cmocka_unit_test(test_approve_says_what_was_held),
 		cmocka_unit_test(test_activity_bounded),
 		cmocka_unit_test(test_json_values),
 		cmocka_unit_test(test_json_refuses),

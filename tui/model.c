@@ -415,6 +415,38 @@ pass_line(struct tm_model *m, const struct tend_json *j)
 	    tend_json_num(j, "read", 0), tend_json_num(j, "ms", 0));
 }
 
+static size_t held_count(const struct tm_model *m);
+
+/*
+ * The agent approved the deletes of `items` source items (those its
+ * last passes held). What the user was shown, and what the next pass
+ * deletes, are the held target states of the plans (an item may declare
+ * several, or none): the events before this answer brought them, so
+ * they are the count to say.
+ */
+static void
+approved(struct tm_model *m, double items)
+{
+	size_t held = held_count(m);
+
+	if (items > 0 && held)
+		snprintf(m->message, sizeof m->message,
+		    "approved %zu held delete%s: the next pass applies them",
+		    held, held == 1 ? "" : "s");
+	else if (items > 0)
+		snprintf(m->message, sizeof m->message,
+		    "approved the held deletes of %.0f source item%s: the "
+		    "next pass applies them", items, items > 1 ? "s" : "");
+	else if (held)
+		/* paused: a preview shows what the brake will hold */
+		snprintf(m->message, sizeof m->message,
+		    "nothing approved yet: a pass (s or p) holds these deletes "
+		    "first");
+	else
+		snprintf(m->message, sizeof m->message,
+		    "no deletes were held: nothing approved");
+}
+
 void
 tm_feed(struct tm_model *m, const char *line, double now)
 {
@@ -486,9 +518,7 @@ tm_feed(struct tm_model *m, const char *line, double now)
 		on_states(m, j);
 	} else if (strcmp(ev, "ok") == 0 &&
 	    strcmp(tend_json_str(j, "cmd", ""), "approve") == 0) {
-		snprintf(m->message, sizeof m->message,
-		    "approved %.0f held deletes: the next pass applies them",
-		    tend_json_num(j, "approved", 0));
+		approved(m, tend_json_num(j, "approved", 0));
 	}
 	tend_json_free(j);
 }

@@ -72,6 +72,7 @@ cat > tend.conf <<'CONF'
 [app "keep"]
 	source = kept
 	target = dir:kept-out
+	declare = "exec mkdir \"$TEND_OUT\" && tee \"$TEND_OUT/$TEND_PATH\" > \"$TEND_OUT/$TEND_PATH.bak\""
 	max-delete = 0
 [app "notes"]
 	source = notes
@@ -185,17 +186,21 @@ no_screen "alpha +/site/@files/alpha" "filtered out"
 keys Escape
 wait_screen "alpha +/site/@files/alpha" "filter cleared"
 
-# the delete brake holds deletes back: shown as HELD, a approves
+# the delete brake holds deletes back: shown as HELD, a approves. Two
+# sources with two entries each: 4 deletes (the agent counts 2 items)
 rm kept/x kept/y
 wait_screen "^- HELD keep +kept-out/x +source x deleted" "held delete shown"
-wait_screen "2 deletes HELD by the delete brake" "held title"
+wait_screen "4 deletes HELD by the delete brake" "held title"
 [ -f kept-out/x ] || fail "a held delete was applied"
 capture held
 keys a
+wait_screen "approved 4 held deletes: the next pass applies them" "approval says what was held"
 wait_screen "[0-9:]{8} - keep +kept-out/x +source x deleted" "approved delete applied"
 wait_screen "Pending \(0\)" "nothing held after approval"
 expect_gone kept-out/x
+expect_gone kept-out/x.bak
 expect_gone kept-out/y
+expect_gone kept-out/y.bak
 
 # help overlay
 keys ?
