@@ -432,6 +432,38 @@ test_apps_with_errors_first(void **state)
 	done(m);
 }
 
+/* issue 15: "Pending (0) - paused: s or p applies them" with nothing
+ * pending */
+static void
+test_paused_hint_only_when_pending(void **state)
+{
+	struct tm_model *m = fresh();
+	struct tend_buf t = TEND_BUF_INIT;
+
+	(void)state;
+	tm_feed(m, status_ev, 1);
+	tm_feed(m, "{\"event\": \"paused\"}", 2);
+	assert_true(m->paused);
+	tm_title(m, TM_PENDING, &t);
+	assert_string_equal(t.ptr, "Pending (0)");
+	tend_buf_reset(&t);
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"site\", \"held\": 0, "
+		   "\"actions\": [{\"app\": \"site\", \"op\": \"+\", "
+		   "\"provider\": \"p\", \"key\": \"k\", \"path\": "
+		   "\"out/k\", \"held\": false}]}", 3);
+	tm_title(m, TM_PENDING, &t);
+	assert_string_equal(t.ptr, "Pending (1) - paused: s or p applies them");
+	tend_buf_reset(&t);
+	/* applied (s while paused): nothing left, no hint */
+	tm_feed(m, "{\"event\": \"action_applied\", \"app\": \"site\", "
+		   "\"op\": \"+\", \"provider\": \"p\", \"key\": \"k\", "
+		   "\"path\": \"out/k\"}", 4);
+	tm_title(m, TM_PENDING, &t);
+	assert_string_equal(t.ptr, "Pending (0)");
+	tend_buf_release(&t);
+	done(m);
+}
+
 /* the plan of an exec app that writes two entries per source: `n`
  * sources deleted, 2n deletes held */
 static void
@@ -610,6 +642,7 @@ main(void)
 		cmocka_unit_test(test_filter_keys),
 		cmocka_unit_test(test_command_keys),
 		cmocka_unit_test(test_apps_with_errors_first),
+		cmocka_unit_test(test_paused_hint_only_when_pending),
 		cmocka_unit_test(test_approve_says_what_was_held),
 		cmocka_unit_test(test_activity_bounded),
 		cmocka_unit_test(test_json_values),

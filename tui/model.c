@@ -754,7 +754,7 @@ tm_title(const struct tm_model *m, enum tm_panel p, struct tend_buf *b)
 		if (held)
 			tend_buf_printf(b, " - %zu deletes HELD by the delete "
 					   "brake: a approves", held);
-		else if (m->paused)
+		else if (m->paused && m->npending)
 			tend_buf_puts(b, " - paused: s or p applies them");
 	} else if (p == TM_ACTIVITY) {
 		tend_buf_printf(b, " (%zu)", m->nactivity);

@@ -135,10 +135,12 @@ capture overview
 # paused: a change shows up as pending, with its source file as the why
 keys p
 wait_screen "agent $AGENT PAUSED" "paused"
+# nothing pending yet: no hint that s or p applies it
+wait_screen "^Pending \(0\) +\|" "paused, nothing pending: a bare title"
 printf 'alpha two\n' > src/alpha
 wait_screen "~ site +out/alpha +source alpha changed [0-9a-f]+ ->" "pending update"
 wait_screen "~ shout +shout/alpha" "pending update of the exec app"
-wait_screen "Pending \(2\) - paused" "pending title"
+wait_screen "Pending \(2\) - paused: s or p applies them" "pending title"
 capture pending
 keys Enter
 wait_screen "why: +source alpha changed" "detail: why"
@@ -151,7 +153,7 @@ no_screen "declared by:" "detail closed"
 # s: applied while paused; the actions move to the activity panel
 keys s
 wait_screen "[0-9:]{8} ~ site +out/alpha +source alpha changed" "activity after sync"
-wait_screen "Pending \(0\)" "pending emptied"
+wait_screen "^Pending \(0\) +\|" "pending emptied, no hint left"
 expect_file out/alpha "alpha two"
 keys p
 wait_screen "agent $AGENT watching" "resumed"
