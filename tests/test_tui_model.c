@@ -527,6 +527,39 @@ test_approve_says_what_was_held(void **state)
 	done(m);
 }
 
+/* issue 15: while paused the header's queue was the last status's (0
+ * while the agent had 12 queued changes): each plan brings its app's
+ * queue, and a pass empties it */
+static void
+test_queue_follows_the_plans(void **state)
+{
+	struct tm_model *m = fresh();
+
+	(void)state;
+	five_apps(m, "paused", 0, 0);
+	assert_true(m->paused);
+	assert_int_equal(m->queue, 0);
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"site\", \"held\": 0, "
+		   "\"queued\": 12, \"actions\": []}", 2);
+	assert_int_equal(m->queue, 12);
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"a3\", \"held\": 0, "
+		   "\"queued\": 3, \"actions\": []}", 2);
+	assert_int_equal(m->queue, 15);
+	/* s while paused: site's pass takes its queue */
+	tm_feed(m, "{\"event\": \"pass_finished\", \"app\": \"site\", "
+		   "\"seq\": 6}", 3);
+	assert_int_equal(m->queue, 3);
+	/* an app the status did not list changes nothing */
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"new\", \"held\": 0, "
+		   "\"queued\": 9, \"actions\": []}", 4);
+	assert_int_equal(m->queue, 3);
+	/* an agent that does not say keeps the status's count */
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"a3\", \"held\": 0, "
+		   "\"actions\": []}", 5);
+	assert_int_equal(m->queue, 3);
+	done(m);
+}
+
 static void
 test_activity_bounded(void **state)
 {
@@ -644,6 +677,7 @@ main(void)
 		cmocka_unit_test(test_apps_with_errors_first),
 		cmocka_unit_test(test_paused_hint_only_when_pending),
 		cmocka_unit_test(test_approve_says_what_was_held),
+		cmocka_unit_test(test_queue_follows_the_plans),
 		cmocka_unit_test(test_activity_bounded),
 		cmocka_unit_test(test_json_values),
 		cmocka_unit_test(test_json_refuses),

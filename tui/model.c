@@ -396,6 +396,25 @@ reload_open(struct tm_model *m, struct tm_node *n, const char *app)
 		reload_open(m, &n->kids[i], app);
 }
 
+/* An app's queued changes as an event says; the header's queue is the
+ * sum over the apps, as in the agent's status. */
+static void
+queue_set(struct tm_model *m, const char *app, unsigned long long n)
+{
+	uint64_t sum = 0;
+	bool known = false;
+
+	for (size_t i = 0; i < m->napps; i++) {
+		if (strcmp(m->apps[i].name, app) == 0) {
+			m->apps[i].queued = n;
+			known = true;
+		}
+		sum += m->apps[i].queued;
+	}
+	if (known)
+		m->queue = sum;
+}
+
 static void
 pass_line(struct tm_model *m, const struct tend_json *j)
 {
@@ -466,6 +485,10 @@ tm_feed(struct tm_model *m, const char *line, double now)
 	} else if (strcmp(ev, "plan") == 0) {
 		const struct tend_json *acts = tend_json_get(j, "actions");
 
+		/* the agent's queue as of this plan, not of the last status */
+		if (tend_json_get(j, "queued"))
+			queue_set(m, app, (unsigned long long)tend_json_int(j,
+			    "queued", 0, TEND_JSON_INT_MAX, 0));
 		pending_remove_if(m, app, NULL, false);
 		for (const struct tend_json *c = acts ? acts->child : NULL; c;
 		     c = c->next) {
@@ -497,6 +520,7 @@ tm_feed(struct tm_model *m, const char *line, double now)
 		m->running[0] = '\0';
 		pass_line(m, j);
 		pending_remove_if(m, app, NULL, true);
+		queue_set(m, app, 0); /* a pass takes all of its app's queue */
 		m->passes = (uint64_t)tend_json_int(j, "seq", 0,
 		    TEND_JSON_INT_MAX, (long long)m->passes);
 		reload_open(m, &m->tree, app);

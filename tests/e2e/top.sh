@@ -141,6 +141,8 @@ printf 'alpha two\n' > src/alpha
 wait_screen "~ site +out/alpha +source alpha changed [0-9a-f]+ ->" "pending update"
 wait_screen "~ shout +shout/alpha" "pending update of the exec app"
 wait_screen "Pending \(2\) - paused: s or p applies them" "pending title"
+# the header's queue is the agent's now, not as of its last status
+on_screen "PAUSED  .*  queue 2(  |$)" "the queue with the pending actions"
 capture pending
 keys Enter
 wait_screen "why: +source alpha changed" "detail: why"
@@ -154,6 +156,7 @@ no_screen "declared by:" "detail closed"
 keys s
 wait_screen "[0-9:]{8} ~ site +out/alpha +source alpha changed" "activity after sync"
 wait_screen "^Pending \(0\) +\|" "pending emptied, no hint left"
+wait_screen "PAUSED  .*  queue 0(  |$)" "the queue emptied by the sync"
 expect_file out/alpha "alpha two"
 keys p
 wait_screen "agent $AGENT watching" "resumed"
