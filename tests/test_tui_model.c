@@ -84,34 +84,96 @@ static void
 test_states_of_connection(void **state)
 {
 	struct tm_model m;
-	struct tend_buf l1 = TEND_BUF_INIT, l2 = TEND_BUF_INIT;
+	struct tend_buf h = TEND_BUF_INIT;
 
 	(void)state;
 	tm_init(&m, "/ws");
-	tm_header(&m, 0, &l1, &l2);
-	assert_non_null(strstr(l1.ptr, "connecting"));
-	tend_buf_reset(&l1);
-	tend_buf_reset(&l2);
+	assert_int_equal(tm_header(&m, 0, 120, &h), 2);
+	assert_non_null(strstr(h.ptr, "connecting"));
+	tend_buf_reset(&h);
 	tm_connected(&m);
 	assert_string_equal(m.out.ptr, "subscribe\nstatus\n");
-	tm_header(&m, 0, &l1, &l2);
-	assert_non_null(strstr(l1.ptr, "loading"));
-	tend_buf_reset(&l1);
-	tend_buf_reset(&l2);
+	tm_header(&m, 0, 120, &h);
+	assert_non_null(strstr(h.ptr, "loading"));
+	tend_buf_reset(&h);
 	tm_feed(&m, status_ev, 100);
 	assert_int_equal(m.conn, TM_READY);
-	tm_header(&m, 100, &l1, &l2);
-	assert_non_null(strstr(l1.ptr, "agent 42 watching"));
-	assert_non_null(strstr(l1.ptr, "up 1m05s"));
-	assert_non_null(strstr(l1.ptr, "watches 7"));
-	assert_non_null(strstr(l1.ptr, "overflows 1"));
-	tend_buf_reset(&l1);
-	tend_buf_reset(&l2);
+	assert_int_equal(tm_header(&m, 100, 120, &h), 2);
+	assert_non_null(strstr(h.ptr, "agent 42 watching"));
+	assert_non_null(strstr(h.ptr, "up 1m05s"));
+	assert_non_null(strstr(h.ptr, "watches 7"));
+	assert_non_null(strstr(h.ptr, "overflows 1"));
+	tend_buf_reset(&h);
 	tm_disconnected(&m);
-	tm_header(&m, 100, &l1, &l2);
-	assert_non_null(strstr(l1.ptr, "DISCONNECTED"));
-	tend_buf_release(&l1);
-	tend_buf_release(&l2);
+	tm_header(&m, 100, 120, &h);
+	assert_non_null(strstr(h.ptr, "DISCONNECTED"));
+	tend_buf_release(&h);
+	tm_free(&m);
+}
+
+/* every line of a header no wider than `cols`, and how many there are */
+static size_t
+header_fits(const struct tend_buf *h, size_t cols)
+{
+	size_t n = 0;
+
+	for (const char *p = h->ptr, *nl; (nl = strchr(p, '\n')); p = nl + 1) {
+		if ((size_t)(nl - p) > cols)
+			fail_msg("a header line of %zu columns: %.*s",
+			    (size_t)(nl - p), (int)(nl - p), p);
+		n++;
+	}
+	return n;
+}
+
+/* issue 15: at 80 columns the header cut "queue" and "passes" */
+static void
+test_header_fits_80_columns(void **state)
+{
+	struct tm_model m;
+	struct tend_buf h = TEND_BUF_INIT;
+	static const char *const fields[] = {"tend top", "agent 4194304 "
+	    "watching", "up 1h05m", "queue 123456", "passes 1234567",
+	    "watches 8192", "overflows 12", "last pass", "documentation: "
+	    "+1000 ~2000 -3000,", "4 failed,", "5 held,", "100000 files "
+	    "(99999 read) in 12345 ms"};
+
+	(void)state;
+	tm_init(&m, "/home/someone/projects/a-rather-long-workspace-name");
+	tm_connected(&m);
+	tm_feed(&m, "{\"event\": \"status\", \"pid\": 4194304, \"state\": "
+		    "\"watching\", \"uptime_ms\": 3900000, \"passes\": "
+		    "1234567, \"watches\": 8192, \"overflows\": 12, "
+		    "\"queue\": 123456, \"apps\": []}", 1);
+	tm_feed(&m, "{\"event\": \"pass_finished\", \"app\": "
+		    "\"documentation\", \"seq\": 1234567, \"created\": 1000, "
+		    "\"updated\": 2000, \"deleted\": 3000, \"failed\": 3, "
+		    "\"errors\": 1, \"held_deletes\": 5, \"files\": 100000, "
+		    "\"read\": 99999, \"ms\": 12345}", 1);
+	for (size_t cols = 80; cols <= 120; cols += 40) {
+		tend_buf_reset(&h);
+		size_t n = tm_header(&m, 1, (int)cols, &h);
+
+		assert_int_equal(header_fits(&h, cols), n);
+		for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
+			if (!strstr(h.ptr, fields[i]))
+				fail_msg("%zu columns: no \"%s\" in\n%s", cols,
+				    fields[i], h.ptr);
+		assert_non_null(strstr(h.ptr, "a-rather-long-workspace-name"));
+	}
+	/* a workspace wider than the screen keeps its end */
+	tend_buf_reset(&h);
+	tm_header(&m, 1, 40, &h);
+	header_fits(&h, 40);
+	assert_non_null(strstr(h.ptr, "tend top  ...-rather-long-workspace-"
+				      "name\n"));
+	/* the other states wrap too */
+	tm_disconnected(&m);
+	tend_buf_reset(&h);
+	tm_header(&m, 1, 80, &h);
+	header_fits(&h, 80);
+	assert_non_null(strstr(h.ptr, "retrying every second"));
+	tend_buf_release(&h);
 	tm_free(&m);
 }
 
@@ -674,6 +736,7 @@ main(void)
 		cmocka_unit_test(test_tree_lazy_levels),
 		cmocka_unit_test(test_filter_keys),
 		cmocka_unit_test(test_command_keys),
+		cmocka_unit_test(test_header_fits_80_columns),
 		cmocka_unit_test(test_apps_with_errors_first),
 		cmocka_unit_test(test_paused_hint_only_when_pending),
 		cmocka_unit_test(test_approve_says_what_was_held),

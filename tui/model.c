@@ -9,6 +9,7 @@
  */
 #include "model.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -810,46 +811,139 @@ duration(char *buf, size_t n, uint64_t ms)
 		    (unsigned long long)(s / 60 % 60));
 }
 
-void
-tm_header(const struct tm_model *m, double now, struct tend_buf *l1,
-    struct tend_buf *l2)
+/* the header being laid out: fields joined on a line while they fit */
+struct hdr {
+	struct tend_buf *b;
+	size_t cols, col, lines;
+};
+
+static void
+hdr_break(struct hdr *h)
 {
+	if (!h->col)
+		return;
+	tend_buf_putc(h->b, '\n');
+	h->col = 0;
+	h->lines++;
+}
+
+/* `len` bytes of `s` as a field, after `sep` or on a new line. (Bytes,
+ * not columns: a name in UTF-8 wraps early rather than being cut.) */
+static void
+hdr_field(struct hdr *h, const char *sep, const char *s, size_t len)
+{
+	if (h->col && h->col + strlen(sep) + len > h->cols)
+		hdr_break(h);
+	if (h->col) {
+		tend_buf_puts(h->b, sep);
+		h->col += strlen(sep);
+	}
+	tend_buf_put(h->b, s, len);
+	h->col += len;
+}
+
+static void
+hdr_fieldf(struct hdr *h, const char *sep, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+hdr_fieldf(struct hdr *h, const char *sep, const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	hdr_field(h, sep, buf, (size_t)n < sizeof buf ? (size_t)n
+						      : sizeof buf - 1);
+}
+
+/* a sentence ("a, b, c") whose parts may go on lines of their own */
+static void
+hdr_sentence(struct hdr *h, const char *s)
+{
+	const char *sep = "  ";
+
+	for (;;) {
+		const char *comma = strstr(s, ", ");
+		size_t len = comma ? (size_t)(comma - s) + 1 : strlen(s);
+
+		hdr_field(h, sep, s, len);
+		if (!comma)
+			break;
+		s = comma + 2;
+		sep = " ";
+	}
+}
+
+size_t
+tm_header(const struct tm_model *m, double now, int cols,
+    struct tend_buf *out)
+{
+	struct hdr h = {.b = out, .cols = cols > 20 ? (size_t)cols : 20};
+	const char *ws = m->workspace;
+	size_t wlen = strlen(ws), room = h.cols - strlen("tend top  ");
 	char up[32];
 
-	tend_buf_printf(l1, "tend top  %s  ", m->workspace);
+	hdr_field(&h, "", "tend top", 8);
+	/* a long workspace keeps its end, where its name is */
+	if (wlen > room) {
+		ws += wlen - (room - 3);
+		while ((*ws & 0xc0) == 0x80)
+			ws++;
+		struct tend_buf e = TEND_BUF_INIT;
+		tend_buf_printf(&e, "...%s", ws);
+		hdr_field(&h, "  ", e.ptr, e.len);
+		tend_buf_release(&e);
+	} else
+		hdr_field(&h, "  ", ws, wlen);
 	switch (m->conn) {
 	case TM_CONNECTING:
-		tend_buf_puts(l1, "connecting to the agent...");
-		tend_buf_puts(l2, "waiting for the agent's socket");
-		return;
+		hdr_sentence(&h, "connecting to the agent...");
+		hdr_break(&h);
+		hdr_sentence(&h, "waiting for the agent's socket");
+		break;
 	case TM_LOADING:
-		tend_buf_puts(l1, "loading (the agent is catching up)...");
-		tend_buf_puts(l2, "waiting for the agent's first status");
-		return;
+		hdr_sentence(&h, "loading (the agent is catching up)...");
+		hdr_break(&h);
+		hdr_sentence(&h, "waiting for the agent's first status");
+		break;
 	case TM_DISCONNECTED:
-		tend_buf_puts(l1, "DISCONNECTED: the agent is gone; retrying "
-				  "every second");
-		tend_buf_puts(l2, "start it again with: tend watch --daemon");
-		return;
+		hdr_sentence(&h, "DISCONNECTED: the agent is gone, retrying "
+				 "every second");
+		hdr_break(&h);
+		hdr_sentence(&h, "start it again with: tend watch --daemon");
+		break;
 	case TM_READY:
+		duration(up, sizeof up, m->uptime_ms +
+			(uint64_t)((now - m->status_at) * 1000 > 0
+				? (now - m->status_at) * 1000 : 0));
+		hdr_fieldf(&h, "  ", "agent %d %s", m->pid, m->paused
+			? "PAUSED" : m->running[0] ? "syncing" : "watching");
+		hdr_fieldf(&h, "  ", "up %s", up);
+		hdr_fieldf(&h, "  ", "queue %llu",
+		    (unsigned long long)m->queue);
+		hdr_fieldf(&h, "  ", "passes %llu",
+		    (unsigned long long)m->passes);
+		hdr_fieldf(&h, "  ", "watches %llu",
+		    (unsigned long long)m->watches);
+		hdr_fieldf(&h, "  ", "overflows %llu",
+		    (unsigned long long)m->overflows);
+		hdr_break(&h);
+		if (m->running[0])
+			hdr_fieldf(&h, "", "pass running: %s", m->running);
+		else if (m->last[0]) {
+			hdr_field(&h, "", "last pass", 9);
+			hdr_sentence(&h, m->last);
+		} else
+			hdr_sentence(&h, "no pass yet");
 		break;
 	}
-	duration(up, sizeof up, m->uptime_ms +
-		(uint64_t)((now - m->status_at) * 1000 > 0
-			? (now - m->status_at) * 1000 : 0));
-	tend_buf_printf(l1, "agent %d %s  up %s  watches %llu  overflows %llu"
-			    "  queue %llu  passes %llu",
-	    m->pid, m->paused ? "PAUSED" : m->running[0] ? "syncing"
-							 : "watching",
-	    up, (unsigned long long)m->watches,
-	    (unsigned long long)m->overflows, (unsigned long long)m->queue,
-	    (unsigned long long)m->passes);
-	if (m->running[0])
-		tend_buf_printf(l2, "pass running: %s", m->running);
-	else if (m->last[0])
-		tend_buf_printf(l2, "last pass  %s", m->last);
-	else
-		tend_buf_puts(l2, "no pass yet");
+	hdr_break(&h);
+	return h.lines;
 }
 
 /* ---- keys ---- */

@@ -219,6 +219,13 @@ wait_screen "^Tracked states" "80x24: tree panel"
 wait_screen "^q quit  \? help" "80x24: status line"
 wait_screen "agent $AGENT watching" "80x24: header"
 [ "$(screen | wc -l)" -le 24 ] || fail "80x24: more than 24 lines"
+# every field of the header whole (queue and passes were cut), each
+# line wrapped between fields
+for field in "tend top" "agent $AGENT watching" "up [0-9a-z]+" "queue 0" \
+    "passes [0-9]+" "watches $WATCHES" "overflows 0"; do
+	on_screen "(^|  )$field(  |$)" "80x24: header field '$field'"
+done
+on_screen "^last pass  keep: \+0 ~0 -4, 0 failed, 0 held, 0 files \(0 read\) in [0-9]+ ms$" "80x24: the last pass"
 # and every app, the one with errors first
 on_screen "^Apps \(5\)" "80x24: apps title"
 for app in site keep notes pages shout; do
