@@ -200,6 +200,7 @@ wait_screen "4 deletes HELD by the delete brake" "held title"
 capture held
 keys a
 wait_screen "approved 4 held deletes: the next pass applies them" "approval says what was held"
+capture approved
 wait_screen "[0-9:]{8} - keep +kept-out/x +source x deleted" "approved delete applied"
 wait_screen "Pending \(0\)" "nothing held after approval"
 expect_gone kept-out/x
