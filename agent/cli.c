@@ -230,7 +230,8 @@ static const struct {
 		"p pause\nor resume, r rescan, a approve held deletes. "
 		"NO_COLOR turns colors off.\nWithout a running agent it says "
 		"so and exits 1: start one with\n`tend watch --daemon`, or run "
-		"both at once with `tend watch --tui`.\n"},
+		"both at once with `tend watch --tui`.\nIt needs a terminal: "
+		"with standard input or output not one, it exits 2.\n"},
 	{"drop", "usage: tend drop [--json] APP...\n\n"
 		 "Revert every target state the app created (delete what it "
 		 "wrote), then\nforget the app. Not braked: it is explicit. "
@@ -1377,11 +1378,8 @@ watch_tui(struct tend_ws *ws, struct tend_agent_opts *ao)
 	pthread_t th;
 	sigset_t m;
 
-	if (!isatty(1)) {
-		fprintf(stderr, "tend watch --tui: standard output is not a "
-				"terminal\n");
-		return TEND_EINVALID;
-	}
+	if (tend_top_need_tty("tend watch --tui"))
+		exit(EXIT_USAGE);
 	if (pipe2(stop, O_CLOEXEC) != 0 || pipe2(done, O_CLOEXEC) != 0)
 		return tend_error_set(TEND_ERROR, "pipe: %s", strerror(errno));
 	mkdir(ws->state_dir, 0700);

@@ -75,6 +75,7 @@ struct appstate {
 	bool approved;	/* `approve`: the next pass may delete them */
 	char *plan;	/* the last "plan" event line, NULL if none */
 	size_t nplan;
+	size_t plan_queued; /* the "queued" it said */
 	/* for the dashboard: counted on full passes, kept up to date by
 	 * the incremental ones; -1 until known */
 	int64_t components, states;
@@ -915,15 +916,20 @@ plan_set(struct agent *a, size_t i, const char *actions, size_t n)
 	struct appstate *s = &a->apps[i];
 	struct tend_buf line = TEND_BUF_INIT;
 
-	if (!n && !s->nplan && s->plan)
+	/* the queue goes with the plan: a dashboard shows both at once */
+	size_t queued = s->ndirty + s->full;
+
+	if (!n && !s->nplan && s->plan && queued == s->plan_queued)
 		return; /* still nothing */
 	tend_buf_puts(&line, "{\"event\": \"plan\", \"app\": ");
 	tend_buf_json(&line, a->ws->cfg.apps[i].name);
-	tend_buf_printf(&line, ", \"held\": %llu, \"actions\": [%s]}\n",
-	    (unsigned long long)s->held, actions ? actions : "");
+	tend_buf_printf(&line, ", \"held\": %llu, \"queued\": %zu, "
+			       "\"actions\": [%s]}\n",
+	    (unsigned long long)s->held, queued, actions ? actions : "");
 	free(s->plan);
 	s->plan = tend_buf_detach(&line, NULL);
 	s->nplan = n;
+	s->plan_queued = queued;
 	broadcast(a, s->plan);
 }
 

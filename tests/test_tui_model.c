@@ -84,34 +84,96 @@ static void
 test_states_of_connection(void **state)
 {
 	struct tm_model m;
-	struct tend_buf l1 = TEND_BUF_INIT, l2 = TEND_BUF_INIT;
+	struct tend_buf h = TEND_BUF_INIT;
 
 	(void)state;
 	tm_init(&m, "/ws");
-	tm_header(&m, 0, &l1, &l2);
-	assert_non_null(strstr(l1.ptr, "connecting"));
-	tend_buf_reset(&l1);
-	tend_buf_reset(&l2);
+	assert_int_equal(tm_header(&m, 0, 120, &h), 2);
+	assert_non_null(strstr(h.ptr, "connecting"));
+	tend_buf_reset(&h);
 	tm_connected(&m);
 	assert_string_equal(m.out.ptr, "subscribe\nstatus\n");
-	tm_header(&m, 0, &l1, &l2);
-	assert_non_null(strstr(l1.ptr, "loading"));
-	tend_buf_reset(&l1);
-	tend_buf_reset(&l2);
+	tm_header(&m, 0, 120, &h);
+	assert_non_null(strstr(h.ptr, "loading"));
+	tend_buf_reset(&h);
 	tm_feed(&m, status_ev, 100);
 	assert_int_equal(m.conn, TM_READY);
-	tm_header(&m, 100, &l1, &l2);
-	assert_non_null(strstr(l1.ptr, "agent 42 watching"));
-	assert_non_null(strstr(l1.ptr, "up 1m05s"));
-	assert_non_null(strstr(l1.ptr, "watches 7"));
-	assert_non_null(strstr(l1.ptr, "overflows 1"));
-	tend_buf_reset(&l1);
-	tend_buf_reset(&l2);
+	assert_int_equal(tm_header(&m, 100, 120, &h), 2);
+	assert_non_null(strstr(h.ptr, "agent 42 watching"));
+	assert_non_null(strstr(h.ptr, "up 1m05s"));
+	assert_non_null(strstr(h.ptr, "watches 7"));
+	assert_non_null(strstr(h.ptr, "overflows 1"));
+	tend_buf_reset(&h);
 	tm_disconnected(&m);
-	tm_header(&m, 100, &l1, &l2);
-	assert_non_null(strstr(l1.ptr, "DISCONNECTED"));
-	tend_buf_release(&l1);
-	tend_buf_release(&l2);
+	tm_header(&m, 100, 120, &h);
+	assert_non_null(strstr(h.ptr, "DISCONNECTED"));
+	tend_buf_release(&h);
+	tm_free(&m);
+}
+
+/* every line of a header no wider than `cols`, and how many there are */
+static size_t
+header_fits(const struct tend_buf *h, size_t cols)
+{
+	size_t n = 0;
+
+	for (const char *p = h->ptr, *nl; (nl = strchr(p, '\n')); p = nl + 1) {
+		if ((size_t)(nl - p) > cols)
+			fail_msg("a header line of %zu columns: %.*s",
+			    (size_t)(nl - p), (int)(nl - p), p);
+		n++;
+	}
+	return n;
+}
+
+/* issue 15: at 80 columns the header cut "queue" and "passes" */
+static void
+test_header_fits_80_columns(void **state)
+{
+	struct tm_model m;
+	struct tend_buf h = TEND_BUF_INIT;
+	static const char *const fields[] = {"tend top", "agent 4194304 "
+	    "watching", "up 1h05m", "queue 123456", "passes 1234567",
+	    "watches 8192", "overflows 12", "last pass", "documentation: "
+	    "+1000 ~2000 -3000,", "4 failed,", "5 held,", "100000 files "
+	    "(99999 read) in 12345 ms"};
+
+	(void)state;
+	tm_init(&m, "/home/someone/projects/a-rather-long-workspace-name");
+	tm_connected(&m);
+	tm_feed(&m, "{\"event\": \"status\", \"pid\": 4194304, \"state\": "
+		    "\"watching\", \"uptime_ms\": 3900000, \"passes\": "
+		    "1234567, \"watches\": 8192, \"overflows\": 12, "
+		    "\"queue\": 123456, \"apps\": []}", 1);
+	tm_feed(&m, "{\"event\": \"pass_finished\", \"app\": "
+		    "\"documentation\", \"seq\": 1234567, \"created\": 1000, "
+		    "\"updated\": 2000, \"deleted\": 3000, \"failed\": 3, "
+		    "\"errors\": 1, \"held_deletes\": 5, \"files\": 100000, "
+		    "\"read\": 99999, \"ms\": 12345}", 1);
+	for (size_t cols = 80; cols <= 120; cols += 40) {
+		tend_buf_reset(&h);
+		size_t n = tm_header(&m, 1, (int)cols, &h);
+
+		assert_int_equal(header_fits(&h, cols), n);
+		for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
+			if (!strstr(h.ptr, fields[i]))
+				fail_msg("%zu columns: no \"%s\" in\n%s", cols,
+				    fields[i], h.ptr);
+		assert_non_null(strstr(h.ptr, "a-rather-long-workspace-name"));
+	}
+	/* a workspace wider than the screen keeps its end */
+	tend_buf_reset(&h);
+	tm_header(&m, 1, 40, &h);
+	header_fits(&h, 40);
+	assert_non_null(strstr(h.ptr, "tend top  ...-rather-long-workspace-"
+				      "name\n"));
+	/* the other states wrap too */
+	tm_disconnected(&m);
+	tend_buf_reset(&h);
+	tm_header(&m, 1, 80, &h);
+	header_fits(&h, 80);
+	assert_non_null(strstr(h.ptr, "retrying every second"));
+	tend_buf_release(&h);
 	tm_free(&m);
 }
 
@@ -124,11 +186,13 @@ test_apps_and_tree_roots(void **state)
 	(void)state;
 	tm_feed(m, status_ev, 1);
 	assert_int_equal(m->napps, 2);
-	assert_non_null(strstr(row(m, TM_APPS, 0, &n), "site"));
+	/* docs has errors: it comes first */
+	assert_non_null(strstr(row(m, TM_APPS, 0, &n), "docs"));
 	assert_int_equal(n, 2);
-	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "components 4"));
-	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "states 3"));
-	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "errors 1"));
+	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "errors 1"));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "site"));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "components 4"));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "states 3"));
 	/* a second status does not duplicate the tree's app nodes */
 	tm_feed(m, status_ev, 2);
 	row(m, TM_TREE, 0, &n);
@@ -148,8 +212,9 @@ test_plan_then_applied(void **state)
 	tm_feed(m, plan_ev, 2);
 	assert_int_equal(m->npending, 2);
 	/* the apps panel counts them at once, not at the next status */
-	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "pending 2 "));
-	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "held 1"));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "site "));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "pending 2 "));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "held 1"));
 	/* held deletes come last and say so */
 	assert_non_null(strstr(row(m, TM_PENDING, 0, NULL), "~ site"));
 	assert_non_null(strstr(row(m, TM_PENDING, 0, NULL), "out/a.md"));
@@ -357,7 +422,7 @@ test_command_keys(void **state)
 	assert_string_equal(m->out.ptr, "approve\n");
 	tm_feed(m, "{\"event\": \"ok\", \"cmd\": \"approve\", \"approved\": 1}",
 	    4);
-	assert_non_null(strstr(m->message, "approved 1 held deletes"));
+	assert_non_null(strstr(m->message, "approved 1 held delete:"));
 	tm_key(m, '?');
 	assert_true(m->help);
 	tm_key(m, 'q'); /* closes help, does not quit */
@@ -369,6 +434,191 @@ test_command_keys(void **state)
 	assert_int_equal(m->focus, TM_PENDING);
 	tm_key(m, 'q');
 	assert_true(m->quit);
+	done(m);
+}
+
+/* a status of five apps, a1 a2 a3 site a5, a3 and a5 with the errors
+ * given */
+static void
+five_apps(struct tm_model *m, const char *state, int err3, int err5)
+{
+	char line[1024];
+
+	snprintf(line, sizeof line,
+	    "{\"event\": \"status\", \"pid\": 42, \"state\": \"%s\", "
+	    "\"uptime_ms\": 1000, \"passes\": 5, \"watches\": 5, "
+	    "\"overflows\": 0, \"queue\": 0, \"apps\": ["
+	    "{\"name\": \"a1\", \"components\": 2, \"states\": 1, "
+	    "\"errors\": 0}, {\"name\": \"a2\", \"components\": 2, "
+	    "\"states\": 1, \"errors\": 0}, {\"name\": \"a3\", "
+	    "\"components\": 2, \"states\": 1, \"errors\": %d}, "
+	    "{\"name\": \"site\", \"components\": 2, \"states\": 1, "
+	    "\"errors\": 0}, {\"name\": \"a5\", \"components\": 2, "
+	    "\"states\": 1, \"errors\": %d}]}", state, err3, err5);
+	tm_feed(m, line, 1);
+}
+
+/* issue 15: "Apps (5)" showed 4 rows, and the app with errors was the
+ * fifth: apps with errors come first, then those with held deletes,
+ * then the rest in tend.conf's order */
+static void
+test_apps_with_errors_first(void **state)
+{
+	struct tm_model *m = fresh();
+	size_t n;
+
+	(void)state;
+	five_apps(m, "watching", 0, 0);
+	for (size_t i = 0; i < 5; i++)
+		assert_int_equal(strncmp(row(m, TM_APPS, i, NULL),
+		    (const char *[]){"a1 ", "a2 ", "a3 ", "site ", "a5 "}[i],
+		    3), 0);
+	five_apps(m, "watching", 0, 2);
+	assert_non_null(strstr(row(m, TM_APPS, 0, &n), "a5 "));
+	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "errors 2 "));
+	assert_int_equal(n, 5);
+	/* a row still names its app (Enter, the filter) */
+	struct tm_row *r = tm_rows(m, TM_APPS, &n);
+	assert_int_equal(r[0].app, 4);
+	assert_int_equal(r[0].cls, TM_C_ERROR);
+	free(r);
+	/* held deletes (site's plan holds one) next, then the rest */
+	five_apps(m, "watching", 1, 2);
+	tm_feed(m, plan_ev, 2);
+	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "a3 "));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL), "a5 "));
+	assert_non_null(strstr(row(m, TM_APPS, 2, NULL), "site "));
+	assert_non_null(strstr(row(m, TM_APPS, 2, NULL), "held 1"));
+	assert_non_null(strstr(row(m, TM_APPS, 3, NULL), "a1 "));
+	assert_non_null(strstr(row(m, TM_APPS, 4, NULL), "a2 "));
+	done(m);
+}
+
+/* issue 15: "Pending (0) - paused: s or p applies them" with nothing
+ * pending */
+static void
+test_paused_hint_only_when_pending(void **state)
+{
+	struct tm_model *m = fresh();
+	struct tend_buf t = TEND_BUF_INIT;
+
+	(void)state;
+	tm_feed(m, status_ev, 1);
+	tm_feed(m, "{\"event\": \"paused\"}", 2);
+	assert_true(m->paused);
+	tm_title(m, TM_PENDING, &t);
+	assert_string_equal(t.ptr, "Pending (0)");
+	tend_buf_reset(&t);
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"site\", \"held\": 0, "
+		   "\"actions\": [{\"app\": \"site\", \"op\": \"+\", "
+		   "\"provider\": \"p\", \"key\": \"k\", \"path\": "
+		   "\"out/k\", \"held\": false}]}", 3);
+	tm_title(m, TM_PENDING, &t);
+	assert_string_equal(t.ptr, "Pending (1) - paused: s or p applies them");
+	tend_buf_reset(&t);
+	/* applied (s while paused): nothing left, no hint */
+	tm_feed(m, "{\"event\": \"action_applied\", \"app\": \"site\", "
+		   "\"op\": \"+\", \"provider\": \"p\", \"key\": \"k\", "
+		   "\"path\": \"out/k\"}", 4);
+	tm_title(m, TM_PENDING, &t);
+	assert_string_equal(t.ptr, "Pending (0)");
+	tend_buf_release(&t);
+	done(m);
+}
+
+/* the plan of an exec app that writes two entries per source: `n`
+ * sources deleted, 2n deletes held */
+static void
+held_plan(struct tm_model *m, const char *app, int n)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+
+	tend_buf_printf(&b, "{\"event\": \"plan\", \"app\": \"%s\", "
+			    "\"held\": %d, \"actions\": [", app, n);
+	for (int i = 0; i < 2 * n; i++)
+		tend_buf_printf(&b, "%s{\"app\": \"%s\", \"op\": \"-\", "
+				    "\"provider\": \"p\", \"key\": \"k%d\", "
+				    "\"path\": \"out/%d.%s\", \"why\": "
+				    "\"source %d deleted\", \"held\": true}",
+		    i ? ", " : "", app, i, i / 2, i % 2 ? "b" : "a", i / 2);
+	tend_buf_puts(&b, "]}");
+	tm_feed(m, b.ptr, 2);
+	tend_buf_release(&b);
+}
+
+/* issue 15: `a` said "approved 2000 held deletes" when 1,500 were held.
+ * The agent's "approved" counts source items; the deletes it releases
+ * are the held actions of its plans, which the dashboard lists. */
+static void
+test_approve_says_what_was_held(void **state)
+{
+	struct tm_model *m = fresh();
+	struct tend_buf t = TEND_BUF_INIT;
+
+	(void)state;
+	tm_feed(m, status_ev, 1);
+	held_plan(m, "site", 1000);
+	held_plan(m, "docs", 500);
+	tm_title(m, TM_PENDING, &t);
+	assert_non_null(strstr(t.ptr, "3000 deletes HELD"));
+	tm_key(m, 'a');
+	assert_string_equal(m->out.ptr, "approve\n");
+	tm_feed(m, "{\"event\": \"ok\", \"cmd\": \"approve\", "
+		   "\"approved\": 1500}", 3);
+	assert_string_equal(m->message,
+	    "approved 3000 held deletes: the next pass applies them");
+	/* paused, before a pass: the preview marks what the brake will
+	 * hold, the agent holds nothing yet */
+	tm_feed(m, "{\"event\": \"ok\", \"cmd\": \"approve\", "
+		   "\"approved\": 0}", 3);
+	assert_non_null(strstr(m->message, "nothing approved yet"));
+	/* no plan listed (yet): the agent's count, in its own unit */
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"site\", \"held\": 0, "
+		   "\"actions\": []}", 4);
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"docs\", \"held\": 0, "
+		   "\"actions\": []}", 4);
+	tm_feed(m, "{\"event\": \"ok\", \"cmd\": \"approve\", "
+		   "\"approved\": 7}", 5);
+	assert_string_equal(m->message, "approved the held deletes of 7 "
+	    "source items: the next pass applies them");
+	tm_feed(m, "{\"event\": \"ok\", \"cmd\": \"approve\", "
+		   "\"approved\": 0}", 6);
+	assert_string_equal(m->message, "no deletes were held: nothing "
+	    "approved");
+	tend_buf_release(&t);
+	done(m);
+}
+
+/* issue 15: while paused the header's queue was the last status's (0
+ * while the agent had 12 queued changes): each plan brings its app's
+ * queue, and a pass empties it */
+static void
+test_queue_follows_the_plans(void **state)
+{
+	struct tm_model *m = fresh();
+
+	(void)state;
+	five_apps(m, "paused", 0, 0);
+	assert_true(m->paused);
+	assert_int_equal(m->queue, 0);
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"site\", \"held\": 0, "
+		   "\"queued\": 12, \"actions\": []}", 2);
+	assert_int_equal(m->queue, 12);
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"a3\", \"held\": 0, "
+		   "\"queued\": 3, \"actions\": []}", 2);
+	assert_int_equal(m->queue, 15);
+	/* s while paused: site's pass takes its queue */
+	tm_feed(m, "{\"event\": \"pass_finished\", \"app\": \"site\", "
+		   "\"seq\": 6}", 3);
+	assert_int_equal(m->queue, 3);
+	/* an app the status did not list changes nothing */
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"new\", \"held\": 0, "
+		   "\"queued\": 9, \"actions\": []}", 4);
+	assert_int_equal(m->queue, 3);
+	/* an agent that does not say keeps the status's count */
+	tm_feed(m, "{\"event\": \"plan\", \"app\": \"a3\", \"held\": 0, "
+		   "\"actions\": []}", 5);
+	assert_int_equal(m->queue, 3);
 	done(m);
 }
 
@@ -486,6 +736,11 @@ main(void)
 		cmocka_unit_test(test_tree_lazy_levels),
 		cmocka_unit_test(test_filter_keys),
 		cmocka_unit_test(test_command_keys),
+		cmocka_unit_test(test_header_fits_80_columns),
+		cmocka_unit_test(test_apps_with_errors_first),
+		cmocka_unit_test(test_paused_hint_only_when_pending),
+		cmocka_unit_test(test_approve_says_what_was_held),
+		cmocka_unit_test(test_queue_follows_the_plans),
 		cmocka_unit_test(test_activity_bounded),
 		cmocka_unit_test(test_json_values),
 		cmocka_unit_test(test_json_refuses),

@@ -9,6 +9,7 @@
  */
 #include "model.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -396,6 +397,25 @@ reload_open(struct tm_model *m, struct tm_node *n, const char *app)
 		reload_open(m, &n->kids[i], app);
 }
 
+/* An app's queued changes as an event says; the header's queue is the
+ * sum over the apps, as in the agent's status. */
+static void
+queue_set(struct tm_model *m, const char *app, unsigned long long n)
+{
+	uint64_t sum = 0;
+	bool known = false;
+
+	for (size_t i = 0; i < m->napps; i++) {
+		if (strcmp(m->apps[i].name, app) == 0) {
+			m->apps[i].queued = n;
+			known = true;
+		}
+		sum += m->apps[i].queued;
+	}
+	if (known)
+		m->queue = sum;
+}
+
 static void
 pass_line(struct tm_model *m, const struct tend_json *j)
 {
@@ -413,6 +433,38 @@ pass_line(struct tm_model *m, const struct tend_json *j)
 	    "%s%.0f failed%s%.0f held, %.0f files (%.0f read) in %.0f ms",
 	    ", ", failed, ", ", held, tend_json_num(j, "files", 0),
 	    tend_json_num(j, "read", 0), tend_json_num(j, "ms", 0));
+}
+
+static size_t held_count(const struct tm_model *m);
+
+/*
+ * The agent approved the deletes of `items` source items (those its
+ * last passes held). What the user was shown, and what the next pass
+ * deletes, are the held target states of the plans (an item may declare
+ * several, or none): the events before this answer brought them, so
+ * they are the count to say.
+ */
+static void
+approved(struct tm_model *m, double items)
+{
+	size_t held = held_count(m);
+
+	if (items > 0 && held)
+		snprintf(m->message, sizeof m->message,
+		    "approved %zu held delete%s: the next pass applies them",
+		    held, held == 1 ? "" : "s");
+	else if (items > 0)
+		snprintf(m->message, sizeof m->message,
+		    "approved the held deletes of %.0f source item%s: the "
+		    "next pass applies them", items, items > 1 ? "s" : "");
+	else if (held)
+		/* paused: a preview shows what the brake will hold */
+		snprintf(m->message, sizeof m->message,
+		    "nothing approved yet: a pass (s or p) holds these deletes "
+		    "first");
+	else
+		snprintf(m->message, sizeof m->message,
+		    "no deletes were held: nothing approved");
 }
 
 void
@@ -434,6 +486,10 @@ tm_feed(struct tm_model *m, const char *line, double now)
 	} else if (strcmp(ev, "plan") == 0) {
 		const struct tend_json *acts = tend_json_get(j, "actions");
 
+		/* the agent's queue as of this plan, not of the last status */
+		if (tend_json_get(j, "queued"))
+			queue_set(m, app, (unsigned long long)tend_json_int(j,
+			    "queued", 0, TEND_JSON_INT_MAX, 0));
 		pending_remove_if(m, app, NULL, false);
 		for (const struct tend_json *c = acts ? acts->child : NULL; c;
 		     c = c->next) {
@@ -465,6 +521,7 @@ tm_feed(struct tm_model *m, const char *line, double now)
 		m->running[0] = '\0';
 		pass_line(m, j);
 		pending_remove_if(m, app, NULL, true);
+		queue_set(m, app, 0); /* a pass takes all of its app's queue */
 		m->passes = (uint64_t)tend_json_int(j, "seq", 0,
 		    TEND_JSON_INT_MAX, (long long)m->passes);
 		reload_open(m, &m->tree, app);
@@ -486,9 +543,7 @@ tm_feed(struct tm_model *m, const char *line, double now)
 		on_states(m, j);
 	} else if (strcmp(ev, "ok") == 0 &&
 	    strcmp(tend_json_str(j, "cmd", ""), "approve") == 0) {
-		snprintf(m->message, sizeof m->message,
-		    "approved %.0f held deletes: the next pass applies them",
-		    tend_json_num(j, "approved", 0));
+		approved(m, tend_json_num(j, "approved", 0));
 	}
 	tend_json_free(j);
 }
@@ -609,6 +664,48 @@ tree_rows(struct rowvec *rv, struct tm_node *n, int depth)
 	}
 }
 
+/* the pending actions of app i, and how many of them are held deletes
+ * (the events are newer than the last status) */
+static unsigned long long
+app_pending(const struct tm_model *m, size_t i, unsigned long long *held)
+{
+	unsigned long long n = 0;
+
+	*held = 0;
+	for (size_t k = 0; k < m->npending; k++)
+		if (strcmp(m->pending[k].app, m->apps[i].name) == 0) {
+			n++;
+			*held += m->pending[k].held;
+		}
+	return n;
+}
+
+static int
+app_rank(const struct tm_model *m, size_t i)
+{
+	unsigned long long held;
+
+	app_pending(m, i, &held);
+	return m->apps[i].errors ? 0 : held ? 1 : 2;
+}
+
+static void
+app_row(const struct tm_model *m, struct rowvec *rv, size_t i)
+{
+	const struct tm_app *a = &m->apps[i];
+	unsigned long long held, pending = app_pending(m, i, &held);
+	struct tm_row *r = row_add(rv);
+
+	r->app = i;
+	snprintf(r->text, sizeof r->text,
+	    "%-12s components %-6lld states %-7lld pending "
+	    "%-5llu errors %-4llu held %llu%s",
+	    a->name, a->components, a->states, pending, a->errors, held,
+	    strcmp(m->running, a->name) == 0 ? "  (pass running)" : "");
+	r->cls = a->errors ? TM_C_ERROR : held ? TM_C_HELD : TM_C_NORMAL;
+	row_filter(rv);
+}
+
 struct tm_row *
 tm_rows(const struct tm_model *m, enum tm_panel p, size_t *n)
 {
@@ -617,29 +714,13 @@ tm_rows(const struct tm_model *m, enum tm_panel p, size_t *n)
 
 	switch (p) {
 	case TM_APPS:
-		for (size_t i = 0; i < m->napps; i++) {
-			const struct tm_app *a = &m->apps[i];
-			unsigned long long pending = 0, held = 0;
-
-			/* the events are newer than the last status */
-			for (size_t k = 0; k < m->npending; k++)
-				if (strcmp(m->pending[k].app, a->name) == 0) {
-					pending++;
-					held += m->pending[k].held;
-				}
-			r = row_add(&rv);
-			r->app = i;
-			snprintf(r->text, sizeof r->text,
-			    "%-12s components %-6lld states %-7lld pending "
-			    "%-5llu errors %-4llu held %llu%s",
-			    a->name, a->components, a->states, pending,
-			    a->errors, held,
-			    strcmp(m->running, a->name) == 0 ? "  (pass running)"
-							       : "");
-			r->cls = a->errors ? TM_C_ERROR : held ? TM_C_HELD
-							       : TM_C_NORMAL;
-			row_filter(&rv);
-		}
+		/* what needs the user first, so no scrolling hides it: apps
+		 * with errors, then those with held deletes, then the rest,
+		 * each in tend.conf's order */
+		for (int rank = 0; rank < 3; rank++)
+			for (size_t i = 0; i < m->napps; i++)
+				if (app_rank(m, i) == rank)
+					app_row(m, &rv, i);
 		break;
 	case TM_PENDING:
 		/* held deletes last: they wait for the user */
@@ -698,7 +779,7 @@ tm_title(const struct tm_model *m, enum tm_panel p, struct tend_buf *b)
 		if (held)
 			tend_buf_printf(b, " - %zu deletes HELD by the delete "
 					   "brake: a approves", held);
-		else if (m->paused)
+		else if (m->paused && m->npending)
 			tend_buf_puts(b, " - paused: s or p applies them");
 	} else if (p == TM_ACTIVITY) {
 		tend_buf_printf(b, " (%zu)", m->nactivity);
@@ -730,46 +811,139 @@ duration(char *buf, size_t n, uint64_t ms)
 		    (unsigned long long)(s / 60 % 60));
 }
 
-void
-tm_header(const struct tm_model *m, double now, struct tend_buf *l1,
-    struct tend_buf *l2)
+/* the header being laid out: fields joined on a line while they fit */
+struct hdr {
+	struct tend_buf *b;
+	size_t cols, col, lines;
+};
+
+static void
+hdr_break(struct hdr *h)
 {
+	if (!h->col)
+		return;
+	tend_buf_putc(h->b, '\n');
+	h->col = 0;
+	h->lines++;
+}
+
+/* `len` bytes of `s` as a field, after `sep` or on a new line. (Bytes,
+ * not columns: a name in UTF-8 wraps early rather than being cut.) */
+static void
+hdr_field(struct hdr *h, const char *sep, const char *s, size_t len)
+{
+	if (h->col && h->col + strlen(sep) + len > h->cols)
+		hdr_break(h);
+	if (h->col) {
+		tend_buf_puts(h->b, sep);
+		h->col += strlen(sep);
+	}
+	tend_buf_put(h->b, s, len);
+	h->col += len;
+}
+
+static void
+hdr_fieldf(struct hdr *h, const char *sep, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+hdr_fieldf(struct hdr *h, const char *sep, const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	hdr_field(h, sep, buf, (size_t)n < sizeof buf ? (size_t)n
+						      : sizeof buf - 1);
+}
+
+/* a sentence ("a, b, c") whose parts may go on lines of their own */
+static void
+hdr_sentence(struct hdr *h, const char *s)
+{
+	const char *sep = "  ";
+
+	for (;;) {
+		const char *comma = strstr(s, ", ");
+		size_t len = comma ? (size_t)(comma - s) + 1 : strlen(s);
+
+		hdr_field(h, sep, s, len);
+		if (!comma)
+			break;
+		s = comma + 2;
+		sep = " ";
+	}
+}
+
+size_t
+tm_header(const struct tm_model *m, double now, int cols,
+    struct tend_buf *out)
+{
+	struct hdr h = {.b = out, .cols = cols > 20 ? (size_t)cols : 20};
+	const char *ws = m->workspace;
+	size_t wlen = strlen(ws), room = h.cols - strlen("tend top  ");
 	char up[32];
 
-	tend_buf_printf(l1, "tend top  %s  ", m->workspace);
+	hdr_field(&h, "", "tend top", 8);
+	/* a long workspace keeps its end, where its name is */
+	if (wlen > room) {
+		ws += wlen - (room - 3);
+		while ((*ws & 0xc0) == 0x80)
+			ws++;
+		struct tend_buf e = TEND_BUF_INIT;
+		tend_buf_printf(&e, "...%s", ws);
+		hdr_field(&h, "  ", e.ptr, e.len);
+		tend_buf_release(&e);
+	} else
+		hdr_field(&h, "  ", ws, wlen);
 	switch (m->conn) {
 	case TM_CONNECTING:
-		tend_buf_puts(l1, "connecting to the agent...");
-		tend_buf_puts(l2, "waiting for the agent's socket");
-		return;
+		hdr_sentence(&h, "connecting to the agent...");
+		hdr_break(&h);
+		hdr_sentence(&h, "waiting for the agent's socket");
+		break;
 	case TM_LOADING:
-		tend_buf_puts(l1, "loading (the agent is catching up)...");
-		tend_buf_puts(l2, "waiting for the agent's first status");
-		return;
+		hdr_sentence(&h, "loading (the agent is catching up)...");
+		hdr_break(&h);
+		hdr_sentence(&h, "waiting for the agent's first status");
+		break;
 	case TM_DISCONNECTED:
-		tend_buf_puts(l1, "DISCONNECTED: the agent is gone; retrying "
-				  "every second");
-		tend_buf_puts(l2, "start it again with: tend watch --daemon");
-		return;
+		hdr_sentence(&h, "DISCONNECTED: the agent is gone, retrying "
+				 "every second");
+		hdr_break(&h);
+		hdr_sentence(&h, "start it again with: tend watch --daemon");
+		break;
 	case TM_READY:
+		duration(up, sizeof up, m->uptime_ms +
+			(uint64_t)((now - m->status_at) * 1000 > 0
+				? (now - m->status_at) * 1000 : 0));
+		hdr_fieldf(&h, "  ", "agent %d %s", m->pid, m->paused
+			? "PAUSED" : m->running[0] ? "syncing" : "watching");
+		hdr_fieldf(&h, "  ", "up %s", up);
+		hdr_fieldf(&h, "  ", "queue %llu",
+		    (unsigned long long)m->queue);
+		hdr_fieldf(&h, "  ", "passes %llu",
+		    (unsigned long long)m->passes);
+		hdr_fieldf(&h, "  ", "watches %llu",
+		    (unsigned long long)m->watches);
+		hdr_fieldf(&h, "  ", "overflows %llu",
+		    (unsigned long long)m->overflows);
+		hdr_break(&h);
+		if (m->running[0])
+			hdr_fieldf(&h, "", "pass running: %s", m->running);
+		else if (m->last[0]) {
+			hdr_field(&h, "", "last pass", 9);
+			hdr_sentence(&h, m->last);
+		} else
+			hdr_sentence(&h, "no pass yet");
 		break;
 	}
-	duration(up, sizeof up, m->uptime_ms +
-		(uint64_t)((now - m->status_at) * 1000 > 0
-			? (now - m->status_at) * 1000 : 0));
-	tend_buf_printf(l1, "agent %d %s  up %s  watches %llu  overflows %llu"
-			    "  queue %llu  passes %llu",
-	    m->pid, m->paused ? "PAUSED" : m->running[0] ? "syncing"
-							 : "watching",
-	    up, (unsigned long long)m->watches,
-	    (unsigned long long)m->overflows, (unsigned long long)m->queue,
-	    (unsigned long long)m->passes);
-	if (m->running[0])
-		tend_buf_printf(l2, "pass running: %s", m->running);
-	else if (m->last[0])
-		tend_buf_printf(l2, "last pass  %s", m->last);
-	else
-		tend_buf_puts(l2, "no pass yet");
+	hdr_break(&h);
+	return h.lines;
 }
 
 /* ---- keys ---- */

@@ -131,9 +131,13 @@ void tm_key(struct tm_model *m, int key);
 struct tm_row *tm_rows(const struct tm_model *m, enum tm_panel p, size_t *n);
 /* The selected row of the focused panel explained, line by line (\n). */
 void tm_detail(const struct tm_model *m, struct tend_buf *out);
-/* The header's two lines and the panel titles. */
-void tm_header(const struct tm_model *m, double now, struct tend_buf *l1,
-    struct tend_buf *l2);
+/* The header: the agent's state and counters, then its last pass,
+ * wrapped between fields so that no line is wider than `cols` (two lines
+ * at 120 columns, three at 80). Each line ends in '\n'; returns how
+ * many there are. */
+size_t tm_header(const struct tm_model *m, double now, int cols,
+    struct tend_buf *out);
+/* The panel titles. */
 void tm_title(const struct tm_model *m, enum tm_panel p, struct tend_buf *b);
 extern const char *const tm_help_text;
 extern const char *const tm_keys_line;

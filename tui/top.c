@@ -3,7 +3,11 @@
  * agent's socket and (in-process) the agent's end.
  *
  * Nothing blocks: the socket is non-blocking both ways, and what the
- * model wants sent waits in its buffer. The screen is redrawn only when
+ * model wants sent waits in its buffer. Nothing spins either: poll()
+ * sleeps until a key, a line, room to write or a timer; a lost agent's
+ * socket is closed until the retry; a terminal that hung up or ended
+ * ends the dashboard (without one it does not start: stdin and stdout
+ * must be terminals). The screen is redrawn only when
  * the model is dirty, at most 10 times a second; the agent is asked for
  * its status once a second; a lost agent is retried once a second. The
  * terminal is restored on every exit, including crash signals.
@@ -15,9 +19,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -141,13 +147,52 @@ conn_write(struct conn *c, struct tm_model *m)
 }
 
 int
+tend_top_need_tty(const char *cmd)
+{
+	bool in = isatty(STDIN_FILENO), out = isatty(STDOUT_FILENO);
+
+	if (in && out)
+		return 0;
+	fprintf(stderr,
+	    "%s: standard %s not a terminal: the dashboard needs one "
+	    "for its keys and its screen\n"
+	    "(tend status prints the agent's state; tend plan what it would "
+	    "do)\n",
+	    cmd, !in && !out ? "input and output are"
+		: !in ? "input is" : "output is");
+	return 2;
+}
+
+/*
+ * The terminal is gone when it hung up or failed, or when it says it
+ * has input but curses got no key from it: that is an end of file (a
+ * tty reads 0 bytes only once it is hung up). Either way no key will
+ * come again, and polling it would return at once, forever.
+ */
+static bool
+tty_gone(short revents, bool got_key)
+{
+	int avail = 0;
+
+	if (revents & (POLLHUP | POLLERR | POLLNVAL))
+		return true;
+	if (!(revents & POLLIN) || got_key)
+		return false;
+	return ioctl(STDIN_FILENO, FIONREAD, &avail) != 0 || avail == 0;
+}
+
+int
 tend_top_run(const struct tend_top_opts *o)
 {
 	struct tend_buf path = TEND_BUF_INIT;
 	struct conn c = {.fd = -1, .in = TEND_BUF_INIT};
 	struct tm_model m;
 	long long last_draw = 0;
+	bool gone = false;
 
+	if (tend_top_need_tty(o->agent_done_fd < 0 ? "tend top"
+						   : "tend watch --tui"))
+		return 2;
 	tend_buf_printf(&path, "%s/agent.sock", o->state_dir);
 	c.fd = sock_connect(path.ptr);
 	if (c.fd < 0 && o->agent_done_fd < 0) {
@@ -219,12 +264,18 @@ tend_top_run(const struct tend_top_opts *o)
 		if (n < 0 && errno != EINTR)
 			break;
 		int key;
+		bool got_key = false;
 		/* a resize arrives as KEY_RESIZE, after the poll's EINTR */
 		while ((key = tv_key()) != -1) {
+			got_key = true;
 			if (key == TV_RESIZE)
 				m.dirty = true;
 			else
 				tm_key(&m, key);
+		}
+		if (n > 0 && tty_gone(pf[0].revents, got_key)) {
+			gone = true;
+			break;
 		}
 		if (n > 0 && c.fd >= 0 && (pf[1].revents & (POLLIN | POLLHUP |
 							      POLLERR)))
@@ -233,10 +284,12 @@ tend_top_run(const struct tend_top_opts *o)
 			break; /* the in-process agent stopped */
 	}
 	tv_end();
+	if (gone)
+		fprintf(stderr, "tend top: the terminal is gone\n");
 	if (c.fd >= 0)
 		close(c.fd);
 	tend_buf_release(&c.in);
 	tend_buf_release(&path);
 	tm_free(&m);
-	return 0;
+	return gone ? 1 : 0;
 }

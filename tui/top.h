@@ -13,9 +13,15 @@ struct tend_top_opts {
 };
 
 /*
- * Run the dashboard until the user quits (0), or return 1 at once with a
- * message on stderr when no agent runs and none is starting in-process.
+ * Run the dashboard until the user quits (0) or the terminal goes away
+ * (1). Return at once with a message on stderr: 2 when standard input or
+ * output is not a terminal, 1 when no agent runs and none is starting
+ * in-process.
  */
 int tend_top_run(const struct tend_top_opts *o);
+
+/* 0 when standard input and output are terminals; else a usage message
+ * on stderr, as `cmd`, and 2. */
+int tend_top_need_tty(const char *cmd);
 
 #endif

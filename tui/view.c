@@ -1,7 +1,8 @@
 /*
  * view.c - the only code that touches ncurses.
  *
- * Layout, top to bottom: two header lines; the apps panel; then pending,
+ * Layout, top to bottom: the header (two lines, three when narrow); the
+ * apps panel (every app when there is room); then pending,
  * activity and the tracking-state tree (side by side with the first two
  * when the terminal is 120 columns or wider); a status line. The focused
  * panel's title is reversed and its selected row highlighted. Colors
@@ -11,6 +12,7 @@
 #include "view.h"
 
 #include <curses.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,25 +199,38 @@ draw_overlay(const char *text, size_t scroll, const char *foot)
 void
 tv_draw(struct tm_model *m, double now)
 {
-	struct tend_buf l1 = TEND_BUF_INIT, l2 = TEND_BUF_INIT;
+	struct tend_buf hd = TEND_BUF_INIT;
 	int H = LINES, W = COLS;
 
 	erase();
-	tm_header(m, now, &l1, &l2);
-	put_line(0, 0, W, l1.ptr, A_BOLD | (m->conn == TM_DISCONNECTED
-		? class_attr(TM_C_ERROR) : 0));
-	put_line(1, 0, W, l2.ptr, A_NORMAL);
-	tend_buf_release(&l1);
-	tend_buf_release(&l2);
+	/* the header wraps rather than cut a field: 2 lines at 120
+	 * columns, 3 at 80 (at most 4) */
+	int hh = (int)tm_header(m, now, W, &hd);
+	if (hh > 4)
+		hh = 4;
+	const char *line = hd.ptr;
+	for (int i = 0; i < hh; i++) {
+		const char *nl = strchr(line, '\n');
+		char buf[512];
 
-	int body = H - 3; /* header 2, status 1 */
-	int apps_h = (int)(m->napps < 4 ? m->napps : 4) + 1;
+		snprintf(buf, sizeof buf, "%.*s", (int)(nl - line), line);
+		put_line(i, 0, W, buf, i ? A_NORMAL : A_BOLD |
+			(m->conn == TM_DISCONNECTED ? class_attr(TM_C_ERROR)
+						    : 0));
+		line = nl + 1;
+	}
+	tend_buf_release(&hd);
+
+	int body = H - hh - 1; /* the header, the status line */
+	/* every app when there is room (a third of the body at most; the
+	 * model puts the apps with errors first) */
+	int apps_h = (int)m->napps + 1;
 	if (m->napps == 0)
 		apps_h = 2;
 	if (apps_h > body / 3)
 		apps_h = body / 3;
-	panel(m, TM_APPS, 2, 0, apps_h, W);
-	int y = 2 + apps_h, rest = body - apps_h;
+	panel(m, TM_APPS, hh, 0, apps_h, W);
+	int y = hh + apps_h, rest = body - apps_h;
 	if (W >= 120) {
 		int lw = W * 3 / 5;
 

@@ -48,12 +48,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		tm_title(&m, (enum tm_panel)p, &t);
 		tend_buf_release(&t);
 	}
-	struct tend_buf d = TEND_BUF_INIT, l1 = TEND_BUF_INIT, l2 = TEND_BUF_INIT;
+	struct tend_buf d = TEND_BUF_INIT, h = TEND_BUF_INIT;
 	tm_detail(&m, &d);
-	tm_header(&m, 2.0, &l1, &l2);
+	tm_header(&m, 2.0, 80, &h);
 	tend_buf_release(&d);
-	tend_buf_release(&l1);
-	tend_buf_release(&l2);
+	tend_buf_release(&h);
 	tm_free(&m);
 	free(buf);
 	return 0;
