@@ -1521,9 +1521,8 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 	if (watch && c.daemon && c.tui)
 		die_usage("--daemon and --tui do not go together: --tui runs "
 			  "the dashboard on this terminal");
-	if (watch && c.tui && !isatty(1))
-		die_usage("watch --tui needs a terminal: standard output is "
-			  "not one");
+	if (watch && c.tui && tend_top_need_tty("tend watch --tui"))
+		exit(EXIT_USAGE);
 	c.tty = isatty(2) && !c.quiet && !c.json;
 	rc = tend_ws_load(&ws, c.dir, c.conf, &err);
 	if (rc) {
