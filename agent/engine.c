@@ -899,17 +899,31 @@ tend_pass_still_declares(struct tend_comp *c, const struct tend_fp *owner,
 
 struct claim {
 	const struct tend_fp *tsid;
+	size_t comp; /* its first declarer in the batch */
+	bool contested;
+};
+
+struct contender {
+	const struct tend_fp *tsid;
 	size_t comp;
 	const struct decl *decl;
 };
 
+static int
+cmp_contender(const void *x, const void *y)
+{
+	const struct contender *a = x, *b = y;
+	int d = memcmp(a->tsid->b, b->tsid->b, 16);
+
+	return d ? d : (a->comp > b->comp) - (a->comp < b->comp);
+}
+
 static void
-conflict_fail(struct tend_comp *c, struct tend_comp *other,
-    const struct decl *d)
+conflict_fail(struct tend_comp *c, const char *other, const struct decl *d)
 {
 	if (c->conflict)
 		return;
-	tend_conflict_message(c, other->display, d->prov->name, &d->key);
+	tend_conflict_message(c, other, d->prov->name, &d->key);
 	c->failed = true;
 	c->conflict = true;
 	free(c->error);
@@ -917,51 +931,133 @@ conflict_fail(struct tend_comp *c, struct tend_comp *other,
 	tend_comp_withhold_memos(c->parent);
 }
 
-/* Two components of the batch that declare one target state both fail
- * before anything is written: neither is applied, and what either wrote
- * before stays. (An owner outside the batch is phase 1's business.) */
-static void
-find_conflicts(struct batch *b)
+static bool
+conflict_eligible(const struct tend_comp *c)
 {
-	size_t n = 0, size = 16;
+	return c->mode == MODE_BUILD && !c->failed && !c->in_preflight &&
+	    !c->retry;
+}
+
+/* The components of a batch that declare one state (a group): its owner
+ * among them goes on, the others fail; without a live owner they all
+ * fail, and the owner row becomes a contest row naming them. */
+static int
+settle_contest(struct tend_txn *txn, struct batch *b,
+    const struct contender *g, size_t n)
+{
+	struct tend_comp *any = b->comps[g[0].comp];
+	struct tend_buf who = TEND_BUF_INIT;
+	struct tend_bytes v;
+	struct tend_fp owner;
+	bool has_owner = false, live = false;
+	size_t mine = n;
+	int rc = tend_store_get(txn, TEND_T_OWNER, g[0].tsid->b, 16, &v);
+
+	if (rc && rc != TEND_ENOTFOUND)
+		return rc;
+	if (rc == 0 && v.len == 16) {
+		memcpy(owner.b, v.data, 16);
+		has_owner = true;
+		for (size_t i = 0; i < n && mine == n; i++)
+			if (tend_fp_equal(&b->comps[g[i].comp]->cid, &owner))
+				mine = i;
+		if (mine == n) {
+			tend_inspect_comp_path(txn, &owner, &who);
+			live = tend_pass_still_declares(any, &owner, who.ptr,
+			    g[0].tsid);
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (i == mine)
+			continue;
+		const char *other = mine < n ? b->comps[g[mine].comp]->display
+		    : live ? who.ptr
+			   : b->comps[g[i ? 0 : 1].comp]->display;
+		conflict_fail(b->comps[g[i].comp], other, g[i].decl);
+	}
+	tend_buf_release(&who);
+	if (mine < n || live)
+		return 0;
+	struct tend_comp **cs = tend_xcalloc(n, sizeof *cs);
+	for (size_t i = 0; i < n; i++)
+		cs[i] = b->comps[g[i].comp];
+	rc = tend_contest_add(txn, g[0].tsid, has_owner ? &owner : NULL, cs, n);
+	free(cs);
+	return rc;
+}
+
+/* Two components of the batch that declare one target state conflict
+ * before anything is written (an owner outside the batch is phase 1's
+ * business). Re-runnable: a map resize runs the pre-commit again. */
+static int
+find_conflicts(struct tend_txn *txn, struct batch *b)
+{
+	size_t n = 0, size = 16, ncont = 0;
+	bool any = false;
+	int rc = 0;
 
 	for (size_t i = 0; i < b->n; i++) {
 		struct tend_comp *c = b->comps[i];
 
-		if (c->mode == MODE_BUILD && !c->failed && !c->in_preflight &&
-		    !c->retry)
+		if (c->conflict) { /* the attempt before: found again */
+			c->conflict = false;
+			c->failed = false;
+			free(c->error);
+			c->error = NULL;
+		}
+		if (conflict_eligible(c))
 			n += c->ndecls;
 	}
 	if (n < 2)
-		return;
+		return 0;
 	while (size < n * 2)
 		size *= 2;
 	struct claim *tab = tend_xcalloc(size, sizeof *tab);
 	for (size_t i = 0; i < b->n; i++) {
 		struct tend_comp *c = b->comps[i];
 
-		if (c->mode != MODE_BUILD || c->failed || c->in_preflight ||
-		    c->retry)
-			continue;
-		for (size_t j = 0; j < c->ndecls; j++) {
+		for (size_t j = 0; conflict_eligible(c) && j < c->ndecls; j++) {
 			const struct decl *d = &c->decls[j];
 			size_t k = ref_slot(&d->tsid, size);
 
 			while (tab[k].tsid &&
 			    !tend_fp_equal(tab[k].tsid, &d->tsid))
 				k = (k + 1) & (size - 1);
-			if (!tab[k].tsid) {
-				tab[k] = (struct claim){&d->tsid, i, d};
-				continue;
+			if (!tab[k].tsid)
+				tab[k] = (struct claim){&d->tsid, i, false};
+			else if (tab[k].comp != i && !tab[k].contested) {
+				tab[k].contested = true;
+				any = true;
 			}
-			struct tend_comp *o = b->comps[tab[k].comp];
-			if (o == c)
+		}
+	}
+	struct contender *g = NULL;
+	for (size_t i = 0; any && i < b->n; i++) {
+		struct tend_comp *c = b->comps[i];
+
+		for (size_t j = 0; conflict_eligible(c) && j < c->ndecls; j++) {
+			const struct decl *d = &c->decls[j];
+			size_t k = ref_slot(&d->tsid, size);
+
+			while (!tend_fp_equal(tab[k].tsid, &d->tsid))
+				k = (k + 1) & (size - 1);
+			if (!tab[k].contested)
 				continue;
-			conflict_fail(c, o, d);
-			conflict_fail(o, c, tab[k].decl);
+			g = tend_xrealloc(g, (ncont + 1) * sizeof *g);
+			g[ncont++] = (struct contender){&d->tsid, i, d};
 		}
 	}
 	free(tab);
+	if (ncont > 1)
+		qsort(g, ncont, sizeof *g, cmp_contender);
+	for (size_t i = 0, j; rc == 0 && i < ncont; i = j) {
+		for (j = i + 1; j < ncont &&
+		     tend_fp_equal(g[j].tsid, g[i].tsid); j++)
+			;
+		rc = settle_contest(txn, b, g + i, j - i);
+	}
+	free(g);
+	return rc;
 }
 
 static int
@@ -971,7 +1067,9 @@ precommit_body(struct tend_txn *txn, void *arg)
 
 	/* re-runnable after a map resize: forget the previous attempt */
 	clear_refs(b->comps[0]->pass);
-	find_conflicts(b);
+	int rc0 = find_conflicts(txn, b);
+	if (rc0)
+		return rc0;
 	for (size_t i = 0; i < b->n; i++) {
 		int rc = tend_precommit_comp(txn, b->comps[i]);
 		if (rc)

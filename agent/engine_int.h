@@ -331,6 +331,13 @@ void tend_pass_save_provider(struct pass *pass, struct tend_provider *p);
  * (inspect.h: tend_component_hooks)? `owner_path` is its display path. */
 bool tend_pass_still_declares(struct tend_comp *c, const struct tend_fp *owner,
     const char *owner_path, const struct tend_fp *tsid);
+/* reconcile.c: an owner row naming a conflict's contenders */
+bool tend_contest_row(const struct tend_bytes *v);
+/* Its next contender from offset `at` (32 first); 0 at the end. */
+size_t tend_contest_next(const struct tend_bytes *v, size_t at,
+    struct tend_fp *cid, const char **path, size_t *len);
+int tend_contest_add(struct tend_txn *txn, const struct tend_fp *tsid,
+    const struct tend_fp *holder, struct tend_comp *const *comps, size_t n);
 /* "conflict: STATE is declared by A and by B: neither is applied" */
 void tend_conflict_message(struct tend_comp *c, const char *other,
     const char *provider, const struct tend_key *key);

@@ -182,6 +182,22 @@ dump_body(struct tend_txn *txn, struct tend_buf *out, unsigned what)
 		while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
 			struct tend_fp cid, tsid;
 
+			if (k.len == 16 && tend_contest_row(&v)) {
+				/* "contest /@dict/x: /app/C1 /app/C2" */
+				memcpy(tsid.b, k.data, 16);
+				tend_buf_puts(out, "contest ");
+				tend_inspect_ts_path(txn, &tsid, out);
+				tend_buf_putc(out, ':');
+				const char *p;
+				size_t len, at = 32;
+				while ((at = tend_contest_next(&v, at, &cid, &p,
+					    &len))) {
+					tend_buf_putc(out, ' ');
+					tend_buf_put(out, p, len);
+				}
+				tend_buf_putc(out, '\n');
+				continue;
+			}
 			if (k.len != 16 || v.len != 16)
 				continue;
 			memcpy(tsid.b, k.data, 16);

@@ -548,6 +548,116 @@ fill_action(struct plan *p, const struct tend_reconcile_out *out,
 		p->op = nprev ? TEND_OP_UPDATE : TEND_OP_CREATE;
 }
 
+/*
+ * Contest rows. Two components that declared one state in one batch, with
+ * no live owner among them, both failed (nothing applied): the state's
+ * owner row then names them all, so that the next pass does not let the
+ * first of them, in a batch of its own, take it. Format: 16 bytes of
+ * 0xff, the holder (the owner whose item row has the state; zeros: none),
+ * then per contender its id, a u16 length and its display path (a failed
+ * new component has no header to find it by).
+ */
+static const uint8_t contest_mark[16] = {
+	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+bool
+tend_contest_row(const struct tend_bytes *v)
+{
+	return v->len >= 32 && memcmp(v->data, contest_mark, 16) == 0;
+}
+
+size_t
+tend_contest_next(const struct tend_bytes *v, size_t at, struct tend_fp *cid,
+    const char **path, size_t *len)
+{
+	uint16_t n;
+
+	if (at + 18 > v->len)
+		return 0;
+	memcpy(cid->b, v->data + at, 16);
+	memcpy(&n, v->data + at + 16, 2);
+	if (at + 18 + n > v->len)
+		return 0;
+	*path = (const char *)v->data + at + 18;
+	*len = n;
+	return at + 18 + n;
+}
+
+int
+tend_contest_add(struct tend_txn *txn, const struct tend_fp *tsid,
+    const struct tend_fp *holder, struct tend_comp *const *comps, size_t n)
+{
+	struct tend_buf row = TEND_BUF_INIT;
+	struct tend_bytes v;
+	static const uint8_t zero[16];
+	int rc = tend_store_get(txn, TEND_T_OWNER, tsid->b, 16, &v);
+
+	if (rc && rc != TEND_ENOTFOUND)
+		return rc;
+	bool old = rc == 0 && tend_contest_row(&v);
+	tend_buf_put(&row, contest_mark, 16);
+	tend_buf_put(&row, holder ? holder->b : old ? v.data + 16 : zero, 16);
+	if (old)
+		tend_buf_put(&row, v.data + 32, v.len - 32);
+	for (size_t i = 0; i < n; i++) {
+		struct tend_bytes r = {(const uint8_t *)row.ptr, row.len};
+		struct tend_fp cid;
+		const char *p;
+		size_t len, at = 32;
+		bool have = false;
+
+		while (!have && (at = tend_contest_next(&r, at, &cid, &p, &len)))
+			have = tend_fp_equal(&cid, &comps[i]->cid);
+		if (have)
+			continue;
+		uint16_t l16 = (uint16_t)strnlen(comps[i]->display, 0xffff);
+		tend_buf_put(&row, comps[i]->cid.b, 16);
+		tend_buf_put(&row, &l16, 2);
+		tend_buf_put(&row, comps[i]->display, l16);
+	}
+	rc = tend_store_put(txn, TEND_T_OWNER, tsid->b, 16, row.ptr, row.len);
+	tend_buf_release(&row);
+	return rc;
+}
+
+/* c declares a contested state: a conflict while another contender
+ * still declares it (c joins them), else c takes it (from *holder). */
+static int
+contest_enter(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
+    const struct tend_bytes *v, struct tend_fp *holder, bool *held)
+{
+	static const uint8_t zero[16];
+	struct tend_buf copy = TEND_BUF_INIT;
+	struct tend_fp cid;
+	const char *p;
+	size_t len, at = 32;
+	int rc = 0;
+
+	memcpy(holder->b, v->data + 16, 16);
+	*held = memcmp(holder->b, zero, 16) != 0;
+	/* (the row moves when we add to it) */
+	tend_buf_put(&copy, v->data, v->len);
+	struct tend_bytes r = {(const uint8_t *)copy.ptr, copy.len};
+	while (!rc && (at = tend_contest_next(&r, at, &cid, &p, &len))) {
+		char *who = tend_xmemdup(p, len + 1);
+
+		who[len] = '\0';
+		if (!tend_fp_equal(&cid, &c->cid) &&
+		    tend_pass_still_declares(c, &cid, who, &d->tsid)) {
+			rc = tend_contest_add(txn, &d->tsid, NULL, &c, 1);
+			if (rc == 0) {
+				tend_conflict_message(c, who, d->prov->name,
+				    &d->key);
+				rc = TEND_ECONFLICT;
+			}
+		}
+		free(who);
+	}
+	tend_buf_release(&copy);
+	return rc;
+}
+
 static int
 phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
     struct item *stored)
@@ -572,32 +682,49 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 	if (!it) {
 		/* R7(b): another component may own it: preempt */
 		struct tend_bytes v;
+		struct tend_fp from;
+		bool take = false;
 
 		rc = tend_store_get(txn, TEND_T_OWNER, d->tsid.b, 16, &v);
 		if (rc && rc != TEND_ENOTFOUND)
 			return rc;
-		if (rc == 0 && v.len == 16 &&
-		    memcmp(v.data, c->cid.b, 16) != 0) {
-			struct tend_buf who = TEND_BUF_INIT;
-			uint8_t k[40];
+		if (rc == TEND_ENOTFOUND) {
+			tmp.claim = true;
+		} else if (tend_contest_row(&v)) {
+			/* a conflict left unresolved: ours once no other
+			 * contender declares it */
+			bool held;
 
-			memcpy(tmp.prev_owner.b, v.data, 16);
+			if ((rc = contest_enter(txn, c, d, &v, &from, &held)))
+				return rc;
+			tmp.claim = true;
+			take = held && !tend_fp_equal(&from, &c->cid);
+		} else if (v.len == 16 && memcmp(v.data, c->cid.b, 16) != 0) {
+			struct tend_buf who = TEND_BUF_INIT;
+
+			memcpy(from.b, v.data, 16);
 			/* taken over only from an owner that no longer
 			 * declares it: two that do conflict */
-			tend_inspect_comp_path(txn, &tmp.prev_owner, &who);
-			if (tend_pass_still_declares(c, &tmp.prev_owner,
-				who.ptr, &d->tsid)) {
+			tend_inspect_comp_path(txn, &from, &who);
+			if (tend_pass_still_declares(c, &from, who.ptr,
+				&d->tsid)) {
 				tend_conflict_message(c, who.ptr, prov->name,
 				    &d->key);
 				tend_buf_release(&who);
 				return TEND_ECONFLICT;
 			}
 			tend_buf_release(&who);
+			take = true;
+		}
+		if (take) {
+			uint8_t k[40];
+
+			tmp.prev_owner = from;
 			tmp.preempted = true;
 			tmp.claim = true;
 			/* the previous owner's action earlier in this batch
-			 * has not run: it is superseded (last submitter
-			 * wins, and its delete must not undo our write) */
+			 * has not run: it is superseded (its delete must not
+			 * undo our write) */
 			struct plan *old = tend_pass_find_plan(c->pass,
 			    &d->tsid, &tmp.prev_owner);
 			if (old && old->kind == PLAN_ACTION)
@@ -614,8 +741,7 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 				it = &taken;
 			} else if (rc != TEND_ENOTFOUND)
 				return rc;
-		} else if (rc == TEND_ENOTFOUND)
-			tmp.claim = true;
+		}
 		tmp.new_item = !it;
 	}
 	const struct tend_bytes *prev =

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "fakes/scenario.h"
+#include "inspect.h"
 #include "tend/buf.h"
 #include "tend/status.h"
 
@@ -1078,6 +1079,7 @@ s66_same_state_two_components_one_run(void **state)
 	assert_non_null(strstr(F->comp_error, "/app/C1 and by /app/C2"));
 	assert_int_equal(fx_count(F, "owner "), 0);
 	assert_int_equal(fx_count(F, "item "), 0);
+	assert_non_null(strstr(fx_dump(F), ": /app/C1 /app/C2\n"));
 	/* one of them goes: the other one's state is applied */
 	ASSERT_OK(fx_run(F, "C(C2) { x=2 }"));
 	ASSERT_WORLD(F, "x=2");
@@ -1095,14 +1097,61 @@ conflict_with_an_owner_keeps_what_is_there(void **state)
 	/* the conflicting component applies none of its states */
 	ASSERT_WORLD(F, "x=1 y=1");
 	ASSERT_HAS(F, "owner /@dict/x -> /app/C1");
-	/* the owner changes its value in the same pass: frozen too */
+	/* the owner changes its value in the same pass: it keeps writing
+	 * it (and so it does whatever the batches) */
 	assert_int_not_equal(fx_run(F, "C(C1) { x=3 y=1 } C(C2) { x=2 z=2 }"),
 	    0);
-	ASSERT_WORLD(F, "x=1 y=1");
+	ASSERT_WORLD(F, "x=3 y=1");
+	assert_int_equal(F->ncomp_err_ev, 1);
 	/* the owner lets go of x (and stays): the newcomer's value */
 	ASSERT_OK(fx_run(F, "C(C1) { y=1 } C(C2) { x=2 z=2 }"));
 	ASSERT_WORLD(F, "x=2 y=1 z=2");
 	ASSERT_HAS(F, "owner /@dict/x -> /app/C2");
+}
+
+/* A conflict found in one batch stays one when the next pass puts the
+ * two in batches of their own (the first would otherwise take it). */
+static const char *live_names; /* "C1 C2": the test's live components */
+
+static bool
+test_live(const char *component, void *arg)
+{
+	const char *leaf = strrchr(component, '/');
+
+	(void)arg;
+	return leaf && strstr(live_names, leaf + 1) != NULL;
+}
+
+static void
+conflict_stays_across_batches(void **state)
+{
+	static const struct tend_component_hooks hooks = {test_live, NULL};
+
+	tend_engine_set_component_hooks(F->eng, &hooks, NULL);
+	live_names = "C1 C2";
+	assert_int_not_equal(fx_run(F, "C(C1) { x=1 } C(C2) { x=2 }"), 0);
+	tend_engine_set_batch(F->eng, 1);
+	assert_int_not_equal(fx_run(F, "C(C1) { x=1 } C(C2) { x=2 }"), 0);
+	assert_int_not_equal(fx_run(F, "C(C2) { x=2 } C(C1) { x=1 }"), 0);
+	ASSERT_WORLD(F, "");
+	assert_int_equal(F->napplied_ev, 0);
+	/* a third one in the same batch joins the contest */
+	live_names = "C1 C2 C3";
+	tend_engine_set_batch(F->eng, 0);
+	assert_int_not_equal(fx_run(F, "C(C1) { x=1 } C(C2) { x=2 } "
+					"C(C3) { x=3 }"), 0);
+	assert_non_null(strstr(fx_dump(F), ": /app/C1 /app/C2 /app/C3\n"));
+	tend_engine_set_batch(F->eng, 1);
+	assert_int_not_equal(fx_run(F, "C(C3) { x=3 } C(C2) { x=2 } "
+					"C(C1) { x=1 }"), 0);
+	ASSERT_WORLD(F, "");
+	/* two go: the last one takes it */
+	live_names = "C3";
+	ASSERT_OK(fx_run(F, "C(C3) { x=3 }"));
+	ASSERT_WORLD(F, "x=3");
+	ASSERT_HAS(F, "owner /@dict/x -> /app/C3");
+	assert_int_equal(fx_count(F, "contest "), 0);
+	tend_engine_set_component_hooks(F->eng, NULL, NULL);
 }
 
 /* The owner in an earlier batch of the pass, or a memo hit: the same. */
@@ -1277,6 +1326,7 @@ main(void)
 		T(s66_same_state_two_components_one_run),
 		T(conflict_with_an_owner_keeps_what_is_there),
 		T(conflict_across_batches_and_memos),
+		T(conflict_stays_across_batches),
 		T(duplicate_in_one_component_is_an_error),
 		T(children_on_pending_provider_are_rejected),
 		T(s70_crash_mid_sink_leaves_candidates),
