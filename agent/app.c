@@ -2233,6 +2233,13 @@ app_logic(const struct tend_app_config *a)
 	tend_hasher_str(&h, a->name_tmpl ? a->name_tmpl : "{path}");
 	tend_hasher_int(&h, a->target);
 	tend_hasher_str(&h, a->target_path);
+	/* a git target's container is (repository, ref, prefix): another
+	 * ref or prefix is another container, which every item declares
+	 * into anew (a memo would keep them in the old one, deleted) */
+	if (a->target == TEND_TARGET_GIT) {
+		tend_hasher_str(&h, a->ref ? a->ref : "");
+		tend_hasher_str(&h, a->prefix ? a->prefix : "");
+	}
 	/* outputs of exec and plugin items are remembered for the
 	 * manifest only when they run: switching it on runs them */
 	if (a->declare != TEND_DECLARE_COPY)

@@ -1,0 +1,41 @@
+#!/bin/sh
+# Git targets own their entries and nothing else (issue 19): a prefix or
+# ref change moves the app's entries in one pass.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t
+
+mkdir -p src; echo a > src/a; echo b > src/b
+git init -q --bare repo.git
+conf() {
+	cat > tend.conf <<CONF
+[app "pages"]
+	source = src
+	target = git:repo.git
+	ref = $1
+	prefix = $2
+CONF
+}
+conf refs/heads/pages site
+run sync; expect_rc 0 "first sync"
+[ "$(git -C repo.git ls-tree -r --name-only pages | tr '\n' ' ')" = "site/a site/b " ] || fail "first tree: $(git -C repo.git ls-tree -r --name-only pages)"
+
+# prefix site -> web: one commit, the entries under web/ only
+before=$(git -C repo.git rev-parse pages)
+conf refs/heads/pages web
+run plan; expect_rc 3 "a prefix change is pending"
+expect_in "$OUT" '+ pages git("repo.git", "refs/heads/pages", "web"):a' "plan shows the new entries"
+run sync; expect_rc 0 "prefix change"
+[ "$(git -C repo.git ls-tree -r --name-only pages | tr '\n' ' ')" = "web/a web/b " ] || fail "after the prefix change: $(git -C repo.git ls-tree -r --name-only pages)"
+[ "$(git -C repo.git rev-list --count "$before..pages")" = 1 ] || fail "a prefix move is one commit, got $(git -C repo.git rev-list --count "$before..pages")"
+run plan; expect_rc 0 "converged"; expect_in "$OUT" "No changes" "plan"
+run check; expect_rc 0 "no drift"
+
+# ref pages -> gh-pages: the entries are on the new ref
+conf refs/heads/gh-pages web
+run sync; expect_rc 0 "ref change"
+[ "$(git -C repo.git ls-tree -r --name-only gh-pages | tr '\n' ' ')" = "web/a web/b " ] || fail "the new ref: $(git -C repo.git ls-tree -r --name-only gh-pages 2>&1)"
+[ -z "$(git -C repo.git ls-tree -r --name-only pages)" ] || fail "the old ref keeps tend's entries"
+run plan; expect_rc 0 "converged after the ref change"
+git -C repo.git fsck --strict >/dev/null 2>&1 || fail "fsck"
+finish
