@@ -787,6 +787,7 @@ on_inotify(struct agent *a)
 struct pass_ctx {
 	struct agent *a;
 	uint64_t created, updated, deleted, failed, errors;
+	char *last_err; /* the log says why, once per reason in a row */
 	bool preview;		/* collecting a plan */
 	/* the plan's actions: JSON members, and whether each is a delete */
 	char **plan;
@@ -835,6 +836,26 @@ action_fields(struct tend_buf *b, const struct tend_event *ev)
 	tend_buf_release(&t);
 }
 
+/* The log says what failed and why (not only how many): a reason shared
+ * by many entries (a refused commit) once. */
+static void
+pass_failure(struct pass_ctx *pc, const struct tend_event *ev)
+{
+	struct tend_buf path = TEND_BUF_INIT;
+	const char *err = ev->error && *ev->error ? ev->error : "failed";
+
+	if (pc->preview || (pc->last_err && strcmp(pc->last_err, err) == 0))
+		return;
+	free(pc->last_err);
+	pc->last_err = tend_xstrdup(err);
+	if (ev->kind == TEND_EV_ACTION_FAILED) {
+		tend_display_path(&path, ev->provider, ev->key);
+		logf_(pc->a, 0, "%s: %s: %s", ev->app, path.ptr, err);
+	} else
+		logf_(pc->a, 0, "%s: %s", ev->app, err);
+	tend_buf_release(&path);
+}
+
 static void
 on_engine_event(const struct tend_event *ev, void *arg)
 {
@@ -876,10 +897,12 @@ on_engine_event(const struct tend_event *ev, void *arg)
 		break;
 	case TEND_EV_ACTION_FAILED:
 		pc->failed++;
+		pass_failure(pc, ev);
 		name = "action_failed";
 		break;
 	case TEND_EV_COMPONENT_ERROR:
 		pc->errors++;
+		pass_failure(pc, ev);
 		name = "error";
 		break;
 	default:
@@ -1064,6 +1087,7 @@ run_passes(struct agent *a, bool all)
 			rc = tend_app_sync_paths(a->ws, app, s->dirty, s->ndirty,
 			    &o, &res);
 		current_pass = NULL;
+		free(pc.last_err);
 		a->passes++;
 		a->applied += pc.created + pc.updated + pc.deleted;
 		a->last_pass_ms = now_ms() - t0;

@@ -1293,6 +1293,25 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 				    a->repo, a->ref, a->prefix, &a->spec)->base;
 		}
 	}
+	/* a ref checked out in a working tree is refused at every commit,
+	 * not only when its container opens: a worktree may have been added
+	 * since (a running agent opens it once) */
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct git_action *a = acts[i];
+		char *where = NULL;
+
+		if (a->kind != A_PUT && a->kind != A_DEL)
+			continue;
+		if (!a->spec.allow && checked_out(repo, a->ref, &where)) {
+			rc = tend_error_set(TEND_ECONFLICT,
+			    "git: %s is checked out in %s: refusing to write "
+			    "it (its files would look deleted); set "
+			    "allow-checked-out = true to do it anyway",
+			    a->ref, where);
+			free(where);
+		}
+		break;
+	}
 	/* entries: one commit for all of them; many new blobs: one pack */
 	const struct spec *spec = NULL;
 	size_t nputs = 0;

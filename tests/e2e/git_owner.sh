@@ -3,6 +3,9 @@
 # ref change moves the app's entries in one pass.
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
+CTL="python3 $HERE/agentctl.py $WS/.tend/agent.sock"
+AGENT=
+trap '[ -n "$AGENT" ] && { kill -TERM $AGENT 2>/dev/null; wait $AGENT 2>/dev/null; }; chmod -R u+rwx "$WS" 2>/dev/null; rm -rf "$WS"' EXIT
 export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t
 
 mkdir -p src; echo a > src/a; echo b > src/b
@@ -38,4 +41,19 @@ run sync; expect_rc 0 "ref change"
 [ -z "$(git -C repo.git ls-tree -r --name-only pages)" ] || fail "the old ref keeps tend's entries"
 run plan; expect_rc 0 "converged after the ref change"
 git -C repo.git fsck --strict >/dev/null 2>&1 || fail "fsck"
+
+# a running agent and a worktree added after it started: no commit on
+# the checked-out branch, at any pass
+conf refs/heads/gh-pages web
+printf '[tend]\n\tdebounce = 0\n' >> tend.conf
+"$TEND" watch 2>"$WS/agent.err" &
+AGENT=$!
+$CTL ready || fail "agent ready"
+git -C repo.git worktree add -q "$WS/wt" gh-pages 2>/dev/null || fail "worktree add"
+tip=$(git -C repo.git rev-parse gh-pages)
+$CTL until '[ "$("$TEND" status --json | python3 -c "import json,sys; print(json.load(sys.stdin)[\"agent\"][\"last\"][\"failed\"])" 2>/dev/null)" != 0 ]' -- 'echo 2 >> src/a' || fail "the agent reports the refused commit"
+[ "$(git -C repo.git rev-parse gh-pages)" = "$tip" ] || fail "the agent committed to a branch checked out in a worktree"
+[ -z "$(git -C "$WS/wt" status --porcelain)" ] || fail "the worktree shows changes: $(git -C "$WS/wt" status --porcelain)"
+expect_in "$(cat "$WS/agent.err")" "checked out in" "the agent says why"
+kill -TERM $AGENT; wait $AGENT; AGENT=
 finish
