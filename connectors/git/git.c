@@ -1260,6 +1260,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	rc = open_repo(ctx, acts[0]->repo, &repo);
 	if (rc)
 		goto out;
+	tend_pack_sweep(repo);
 	if ((locks = locks_list_path(ctx))) {
 		locks_recover(locks);
 		locks_begin(locks);

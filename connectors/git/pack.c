@@ -13,12 +13,15 @@
 #define _GNU_SOURCE
 #include "pack.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -186,6 +189,53 @@ put(struct tend_pack *p, const void *data, size_t n)
 	return 0;
 }
 
+/* A temporary file of a pack whose writer is gone: "tmp_tend_pack_PID_"
+ * with PID dead, or an older tend's "tmp_tend_pack_XXXXXX" (no pid)
+ * untouched for an hour; its ".idx" too. */
+static bool
+stale_tmp(const char *dir, const char *name)
+{
+	const char *p = name + strlen("tmp_tend_pack_");
+	char *end;
+	long pid = strtol(p, &end, 10);
+
+	if (end != p && *end == '_' && pid > 0)
+		return pid != (long)getpid() && kill((pid_t)pid, 0) != 0 &&
+		    errno == ESRCH;
+	struct stat st;
+	struct tend_buf path = TEND_BUF_INIT;
+	tend_buf_printf(&path, "%s%s", dir, name);
+	bool old = lstat(path.ptr, &st) == 0 &&
+	    st.st_mtime + 3600 < time(NULL);
+	tend_buf_release(&path);
+	return old;
+}
+
+int
+tend_pack_sweep(git_repository *repo)
+{
+	struct tend_buf dir = TEND_BUF_INIT, path = TEND_BUF_INIT;
+	DIR *d;
+	struct dirent *e;
+	int n = 0;
+
+	tend_buf_printf(&dir, "%sobjects/pack/", git_repository_path(repo));
+	if ((d = opendir(dir.ptr))) {
+		while ((e = readdir(d)))
+			if (strncmp(e->d_name, "tmp_tend_pack_", 14) == 0 &&
+			    stale_tmp(dir.ptr, e->d_name)) {
+				tend_buf_reset(&path);
+				tend_buf_printf(&path, "%s%s", dir.ptr,
+				    e->d_name);
+				n += unlink(path.ptr) == 0;
+			}
+		closedir(d);
+	}
+	tend_buf_release(&dir);
+	tend_buf_release(&path);
+	return n;
+}
+
 int
 tend_pack_open(struct tend_pack **out, git_repository *repo, uint32_t nobjects)
 {
@@ -202,7 +252,9 @@ tend_pack_open(struct tend_pack **out, git_repository *repo, uint32_t nobjects)
 	tend_sha1_init(&p->sha);
 	tend_buf_printf(&b, "%sobjects/pack/", git_repository_path(repo));
 	p->dir = tend_buf_detach(&b, NULL);
-	tend_buf_printf(&b, "%stmp_tend_pack_XXXXXX", p->dir);
+	/* the pid names the writer: the next run sweeps a killed one's */
+	tend_buf_printf(&b, "%stmp_tend_pack_%ld_XXXXXX", p->dir,
+	    (long)getpid());
 	p->tmp = tend_buf_detach(&b, NULL);
 	if (deflateInit(&p->z, Z_BEST_SPEED) != Z_OK) {
 		tend_pack_abort(p);

@@ -30,6 +30,9 @@ int tend_pack_add(struct tend_pack *p, git_object_t type, const git_oid *id,
  * Frees p whatever happens. */
 int tend_pack_commit(struct tend_pack *p);
 void tend_pack_abort(struct tend_pack *p);
+/* Remove the temporary files of packs whose writer was killed; returns
+ * how many. */
+int tend_pack_sweep(git_repository *repo);
 /* fsync each pack and index before it is renamed into place */
 void tend_pack_set_fsync(bool on);
 

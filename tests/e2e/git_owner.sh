@@ -56,4 +56,25 @@ $CTL until '[ "$("$TEND" status --json | python3 -c "import json,sys; print(json
 [ -z "$(git -C "$WS/wt" status --porcelain)" ] || fail "the worktree shows changes: $(git -C "$WS/wt" status --porcelain)"
 expect_in "$(cat "$WS/agent.err")" "checked out in" "the agent says why"
 kill -TERM $AGENT; wait $AGENT; AGENT=
+
+# a kill while a pack is written leaves its temporary file: the next run
+# sweeps it (and only a killed tend's)
+rm -rf src2 && mkdir src2
+i=0; while [ $i -lt 600 ]; do echo "$i" > src2/f$i; i=$((i+1)); done
+cat > tend.conf <<'CONF'
+[app "big"]
+	source = src2
+	target = git:repo.git
+	ref = refs/heads/big
+CONF
+TEND_FAILPOINTS='git-odb-write@300=kill' "$TEND" sync >/dev/null 2>&1
+ls repo.git/objects/pack/ | grep -q '^tmp_tend_pack_' || fail "the killed pack left no temporary file (the test is wrong)"
+: > "repo.git/objects/pack/tmp_tend_pack_$$_live"
+run sync; expect_rc 0 "the sync after the kill"
+left=$(ls repo.git/objects/pack/ | grep '^tmp_tend_pack_' | tr '\n' ' ')
+[ "$left" = "tmp_tend_pack_$$_live " ] || fail "temporary files left: $left"
+rm "repo.git/objects/pack/tmp_tend_pack_$$_live"
+[ "$(git -C repo.git count-objects -v | sed -n 's/^garbage: //p')" = 0 ] || fail "garbage: $(git -C repo.git count-objects -v)"
+[ "$(git -C repo.git ls-tree -r --name-only big | wc -l)" = 600 ] || fail "big: $(git -C repo.git ls-tree -r --name-only big | wc -l) entries"
+git -C repo.git fsck --strict >/dev/null 2>&1 || fail "fsck after the kill"
 finish
