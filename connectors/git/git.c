@@ -323,6 +323,14 @@ root_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 			a->spec.author = tend_arena_strdup(in->arena, old.author);
 			spec_free(&old);
 		}
+		/* its entries went one by one (open_child); the rest of
+		 * the subtree is someone else's, unless it was exclusive */
+		for (size_t i = 0; i < in->nprev; i++)
+			if (decode_spec(in->prev[i].data, in->prev[i].len,
+				&old)) {
+				a->wipe |= old.exclusive;
+				spec_free(&old);
+			}
 		return 0;
 	}
 	a->kind = A_OPEN;
@@ -1282,7 +1290,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 				free(where);
 				continue;
 			}
-			if (a->kind == A_DROP || a->wipe) {
+			if (a->wipe) {
 				int r = commit_updates(repo, a->ref, NULL, 0,
 				    a->prefix, true, &a->spec, 0, NULL);
 				if (r)

@@ -77,4 +77,28 @@ rm "repo.git/objects/pack/tmp_tend_pack_$$_live"
 [ "$(git -C repo.git count-objects -v | sed -n 's/^garbage: //p')" = 0 ] || fail "garbage: $(git -C repo.git count-objects -v)"
 [ "$(git -C repo.git ls-tree -r --name-only big | wc -l)" = 600 ] || fail "big: $(git -C repo.git ls-tree -r --name-only big | wc -l) entries"
 git -C repo.git fsck --strict >/dev/null 2>&1 || fail "fsck after the kill"
+
+# someone else's files under the prefix: a prefix change and a drop
+# delete only tend's entries (not exclusive)
+rm -rf .tend repo2 && git init -q repo2
+cat > tend.conf <<'CONF'
+[app "pages"]
+	source = src
+	target = git:repo2
+	ref = refs/heads/pages
+	prefix = site
+CONF
+run sync; expect_rc 0 "sync into repo2"
+git -C repo2 worktree add -q "$WS/wt2" pages 2>/dev/null
+mkdir -p "$WS/wt2/site/extra"; echo x > "$WS/wt2/site/stray.txt"; echo y > "$WS/wt2/site/extra/y"
+git -C "$WS/wt2" add site && git -C "$WS/wt2" commit -qm "another author"
+git -C repo2 worktree remove --force "$WS/wt2"
+sed -i 's/prefix = site/prefix = web/' tend.conf
+run sync; expect_rc 0 "prefix change beside a foreign file"
+have=$(git -C repo2 ls-tree -r --name-only pages | tr '\n' ' ')
+[ "$have" = "site/extra/y site/stray.txt web/a web/b " ] || fail "after the prefix change: $have"
+run drop pages; expect_rc 0 "drop"
+have=$(git -C repo2 ls-tree -r --name-only pages | tr '\n' ' ')
+[ "$have" = "site/extra/y site/stray.txt " ] || fail "after the drop: $have"
+git -C repo2 fsck --strict >/dev/null 2>&1 || fail "fsck repo2"
 finish
