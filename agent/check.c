@@ -72,9 +72,25 @@ handler_for(struct walk *w, const struct tend_fp *parent)
 	    v.len < 17)
 		goto out;
 	memcpy(gp.b, v.data, 16);
-	if (tend_key_decode(&key, v.data + 16, v.len - 16, NULL, &w->arena) ||
-	    key.kind == TEND_KEY_SYMBOL)
+	if (tend_key_decode(&key, v.data + 16, v.len - 16, NULL, &w->arena))
 		goto out;
+	if (key.kind == TEND_KEY_SYMBOL) {
+		/* an attachment namespace (a git target's tags): its
+		 * container's handler offers it */
+		struct tend_handler *ch = handler_for(w, &gp);
+		struct tend_attachment att[16];
+		size_t n = ch && ch->ops->attachments
+		    ? ch->ops->attachments(ch, att, 16) : 0;
+
+		for (size_t i = 0; i < n; i++) {
+			if (!h && strlen(att[i].type) == key.u.s.len &&
+			    memcmp(att[i].type, key.u.s.ptr, key.u.s.len) == 0)
+				h = att[i].handler;
+			else
+				att[i].handler->ops->destroy(att[i].handler);
+		}
+		goto out;
+	}
 	struct tend_provider *gpp = tend_registry_get(&w->eng->reg, &gp);
 	if (!gpp || !gpp->root || !gpp->handler->ops->open_child)
 		goto out;

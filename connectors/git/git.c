@@ -891,6 +891,149 @@ pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
 static void locks_note(git_repository *repo, const char *ref,
     const git_oid *oid);
 
+/* ---- which tags are tend's ----
+ *
+ * A tag tend moves is its own only if it still points where tend left
+ * it: STATE/git-tags has a line "REPO<TAB>TAG<TAB>OID<TAB>OID" per tag
+ * tend set, the commit before and the one it moves it to (written before
+ * the move: a kill in between leaves either). A tag that exists and is
+ * not tend's (a user's, an annotated one) is never moved or deleted.
+ * Without a state directory (a library user's engine) every tag is.
+ */
+static char *tags_file; /* the group being applied */
+
+/* The line of (repo, tag) in the file's text, or NULL; *len its length */
+static const char *
+tags_find(const char *text, const char *repo, const char *tag, size_t *len)
+{
+	size_t rl = strlen(repo), tl = strlen(tag);
+
+	for (const char *l = text; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t n = nl ? (size_t)(nl - l) : strlen(l);
+
+		if (n > rl + tl + 2 && memcmp(l, repo, rl) == 0 &&
+		    l[rl] == '\t' && memcmp(l + rl + 1, tag, tl) == 0 &&
+		    l[rl + 1 + tl] == '\t') {
+			*len = n;
+			return l;
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	return NULL;
+}
+
+static void
+tags_read(struct tend_buf *text)
+{
+	int fd = tags_file ? open(tags_file, O_RDONLY | O_CLOEXEC) : -1;
+
+	if (fd >= 0) {
+		tend_buf_read_fd(text, fd, 1 << 24);
+		close(fd);
+	}
+	if (!text->ptr)
+		tend_buf_puts(text, "");
+}
+
+/* Is the tag, pointing at `cur` (a commit: a lightweight tag), tend's? */
+static bool
+tag_is_ours(git_repository *repo, const char *tag, const git_oid *cur)
+{
+	struct tend_buf text = TEND_BUF_INIT;
+	char hex[GIT_OID_HEXSZ + 1];
+	const char *l;
+	size_t len;
+	bool ours;
+
+	if (!tags_file)
+		return true;
+	tags_read(&text);
+	git_oid_tostr(hex, sizeof hex, cur);
+	l = tags_find(text.ptr, git_repository_path(repo), tag, &len);
+	ours = l && memmem(l, len, hex, strlen(hex)) != NULL;
+	tend_buf_release(&text);
+	return ours;
+}
+
+/* Record (repo, tag) -> {from, to} (to NULL: forget it). */
+static void
+tag_record(git_repository *repo, const char *tag, const git_oid *from,
+    const git_oid *to)
+{
+	struct tend_buf text = TEND_BUF_INIT, out = TEND_BUF_INIT,
+			tmp = TEND_BUF_INIT;
+	char a[GIT_OID_HEXSZ + 1] = "-", b[GIT_OID_HEXSZ + 1];
+	const char *l;
+	size_t len;
+	int fd;
+
+	if (!tags_file)
+		return;
+	tags_read(&text);
+	l = tags_find(text.ptr, git_repository_path(repo), tag, &len);
+	if (l) {
+		tend_buf_put(&out, text.ptr, (size_t)(l - text.ptr));
+		tend_buf_puts(&out, l + len + (l[len] == '\n'));
+	} else
+		tend_buf_puts(&out, text.ptr);
+	if (to) {
+		if (from)
+			git_oid_tostr(a, sizeof a, from);
+		git_oid_tostr(b, sizeof b, to);
+		tend_buf_printf(&out, "%s\t%s\t%s\t%s\n",
+		    git_repository_path(repo), tag, a, b);
+	}
+	tend_buf_printf(&tmp, "%s.tmp", tags_file);
+	fd = open(tmp.ptr, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		bool ok = write(fd, out.ptr, out.len) == (ssize_t)out.len;
+
+		close(fd);
+		if (!ok || rename(tmp.ptr, tags_file) != 0)
+			unlink(tmp.ptr);
+	}
+	tend_buf_release(&text);
+	tend_buf_release(&out);
+	tend_buf_release(&tmp);
+}
+
+/*
+ * May tend move tag `name` to `to`? Absent, at `to` already, or where
+ * tend left it: yes (and recorded). Otherwise *cur says where it is.
+ */
+static bool
+tag_may_move(git_repository *repo, const char *name, const git_oid *to,
+    git_oid *cur, bool *exists)
+{
+	struct tend_buf full = TEND_BUF_INIT;
+	git_reference *t = NULL;
+	bool ok;
+
+	tend_buf_printf(&full, "refs/tags/%s", name);
+	*exists = git_reference_lookup(&t, repo, full.ptr) == 0;
+	tend_buf_release(&full);
+	git_error_clear();
+	if (!*exists) {
+		tag_record(repo, name, NULL, to);
+		return true;
+	}
+	const git_oid *id = git_reference_target(t);
+	git_object *o = NULL;
+	/* an annotated tag points at a tag object: never tend's */
+	bool commit = id && git_object_lookup(&o, repo, id, GIT_OBJECT_ANY) ==
+	    0 && git_object_type(o) == GIT_OBJECT_COMMIT;
+	git_object_free(o);
+	git_error_clear();
+	if (id)
+		*cur = *id;
+	ok = commit && (git_oid_equal(id, to) || tag_is_ours(repo, name, id));
+	if (ok)
+		tag_record(repo, name, id, to);
+	git_reference_free(t);
+	return ok;
+}
+
 static void
 tag_note(git_repository *repo, const char *tag, const git_oid *oid)
 {
@@ -1064,7 +1207,19 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 			git_object *obj = NULL;
 			git_oid out;
 
+			git_oid cur;
+			bool exists;
+
+			/* a tag that is not tend's stays: its own action
+			 * says so */
+			if (!tag_may_move(repo, tag, &commit_id, &cur,
+				&exists)) {
+				off += strlen(tag) + 1;
+				continue;
+			}
 			tag_note(repo, tag, &commit_id);
+			if ((rc = injected("git-tag-update", "tag", tag)))
+				break;
 			if (git_object_lookup(&obj, repo, &commit_id,
 				GIT_OBJECT_COMMIT) == 0 &&
 			    git_tag_create_lightweight(&out, repo, tag, obj, 1))
@@ -1100,11 +1255,89 @@ set_tag(git_repository *repo, const char *ref, const char *name)
 		git_error_clear();
 		return 0; /* no commit yet: the first commit sets it */
 	}
+	git_oid cur;
+	bool exists;
+	if (!tag_may_move(repo, name, &tip, &cur, &exists)) {
+		char hex[GIT_OID_HEXSZ + 1];
+
+		git_oid_tostr(hex, sizeof hex, &cur);
+		return tend_error_set(TEND_ECONFLICT,
+		    "git: tag %s exists and is not tend's (it points at %.12s): "
+		    "not moved; delete it (git tag -d %s) or name another tag",
+		    name, hex, name);
+	}
 	tag_note(repo, name, &tip);
 	if ((rc = git_object_lookup(&obj, repo, &tip, GIT_OBJECT_COMMIT)) ||
 	    (rc = git_tag_create_lightweight(&out, repo, name, obj, 1)))
 		rc = git_fail("tag", name);
 	git_object_free(obj);
+	return rc;
+}
+
+/* A kill between a commit and its tags leaves them behind: each pass
+ * that opens the container moves tend's tags to the ref's tip. */
+static void
+tags_catch_up(git_repository *repo, const struct git_action *a)
+{
+	git_oid tip;
+
+	if (git_reference_name_to_id(&tip, repo, a->ref) != 0) {
+		git_error_clear();
+		return;
+	}
+	for (size_t off = 0; off < a->spec.tagslen;) {
+		const char *tag = a->spec.tags + off;
+		struct tend_buf full = TEND_BUF_INIT;
+		git_oid cur;
+
+		off += strlen(tag) + 1;
+		tend_buf_printf(&full, "refs/tags/%s", tag);
+		if (git_reference_name_to_id(&cur, repo, full.ptr) == 0 &&
+		    !git_oid_equal(&cur, &tip) && tag_is_ours(repo, tag, &cur))
+			set_tag(repo, a->ref, tag);
+		git_error_clear();
+		tend_buf_release(&full);
+	}
+}
+
+/* check: a tag of the app points at its ref's tip */
+static int
+tags_check(struct tend_handler *base, struct tend_context *ctx,
+    const struct tend_key *key, const struct tend_bytes *record,
+    struct tend_buf *why)
+{
+	struct git_handler *h = (struct git_handler *)(void *)base;
+	git_repository *repo = NULL;
+	struct tend_buf full = TEND_BUF_INIT;
+	git_oid tip, cur;
+	int rc;
+
+	(void)record;
+	if (key->kind != TEND_KEY_STR)
+		return 0;
+	if ((rc = open_repo(ctx, h->repo, &repo)))
+		return rc;
+	tend_buf_printf(&full, "refs/tags/%.*s", (int)key->u.s.len,
+	    key->u.s.ptr);
+	rc = 0;
+	if (git_reference_name_to_id(&tip, repo, h->ref) != 0) {
+		/* no commit yet: nothing to point at */
+	} else if (git_reference_name_to_id(&cur, repo, full.ptr) != 0) {
+		tend_buf_printf(why, "tag %.*s is missing", (int)key->u.s.len,
+		    key->u.s.ptr);
+		rc = TEND_ECONFLICT;
+	} else if (!git_oid_equal(&cur, &tip)) {
+		char a[GIT_OID_HEXSZ + 1], b[GIT_OID_HEXSZ + 1];
+
+		git_oid_tostr(a, sizeof a, &cur);
+		git_oid_tostr(b, sizeof b, &tip);
+		tend_buf_printf(why, "tag points at %.12s, %s at %.12s", a,
+		    h->ref, b);
+		rc = TEND_ECONFLICT;
+	}
+	git_error_clear();
+	tend_buf_release(&full);
+	git_repository_free(repo);
 	return rc;
 }
 
@@ -1269,6 +1502,12 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	if (rc)
 		goto out;
 	tend_pack_sweep(repo);
+	const char *state = tend_context_get(ctx, "state");
+	struct tend_buf tf = TEND_BUF_INIT;
+	if (state) {
+		tend_buf_printf(&tf, "%s/git-tags", state);
+		tags_file = tf.ptr;
+	}
 	if ((locks = locks_list_path(ctx))) {
 		locks_recover(locks);
 		locks_begin(locks);
@@ -1297,9 +1536,11 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 					tend_apply_fail(&results[idx[i]], r, "%s",
 					    tend_error_last());
 			}
-			if (a->kind == A_OPEN && results[idx[i]].status == 0)
+			if (a->kind == A_OPEN && results[idx[i]].status == 0) {
 				results[idx[i]].child = &handler_new(H_ENTRIES,
 				    a->repo, a->ref, a->prefix, &a->spec)->base;
+				tags_catch_up(repo, a);
+			}
 		}
 	}
 	/* a ref checked out in a working tree is refused at every commit,
@@ -1407,11 +1648,20 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 
 			tend_buf_printf(&full, "refs/tags/%s", a->path);
 			if (git_reference_lookup(&t, repo, full.ptr) == 0) {
-				locks_note(repo, full.ptr, NULL);
-				if (git_reference_delete(t))
-					r = git_fail("delete tag", a->path);
+				const git_oid *id = git_reference_target(t);
+
+				/* only where tend left it: a tag moved or
+				 * made by someone else stays */
+				if (id && tag_is_ours(repo, a->path, id)) {
+					locks_note(repo, full.ptr, NULL);
+					if (git_reference_delete(t))
+						r = git_fail("delete tag",
+						    a->path);
+				}
 				git_reference_free(t);
 			}
+			if (r == 0)
+				tag_record(repo, a->path, NULL, NULL);
 			git_error_clear();
 		}
 		tend_buf_release(&full);
@@ -1434,6 +1684,8 @@ out:
 		unlink(locks); /* every lock we took is gone with its update */
 	locks_list = NULL;
 	free(locks);
+	tags_file = NULL;
+	tend_buf_release(&tf);
 }
 
 static void *const *group_actions;
@@ -1576,6 +1828,7 @@ static const struct tend_handler_ops tags_ops = {
 	.abi = TEND_TARGET_ABI,
 	.kind = "tend/git-tag",
 	.reconcile = entries_reconcile,
+	.check = tags_check,
 	.destroy = handler_destroy,
 };
 

@@ -101,4 +101,49 @@ run drop pages; expect_rc 0 "drop"
 have=$(git -C repo2 ls-tree -r --name-only pages | tr '\n' ' ')
 [ "$have" = "site/extra/y site/stray.txt " ] || fail "after the drop: $have"
 git -C repo2 fsck --strict >/dev/null 2>&1 || fail "fsck repo2"
+
+# tags: one that is not tend's is refused, never moved nor deleted; tend's
+# own follow the tip, come back after a kill between commit and tag
+rm -rf .tend repo3 && git init -q repo3
+git -C repo3 commit -q --allow-empty -m base
+git -C repo3 tag v1.0; git -C repo3 tag -a v2.0 -m release
+v1=$(git -C repo3 rev-parse v1.0); v2=$(git -C repo3 rev-parse v2.0)
+cat > tend.conf <<'CONF'
+[app "pages"]
+	source = src
+	target = git:repo3
+	ref = refs/heads/pages
+	tag = v1.0
+	tag = v2.0
+	tag = latest
+CONF
+run sync; expect_rc 1 "foreign tags are refused"
+expect_in "$ERR" "tag v1.0 exists and is not tend's" "v1.0 named"
+expect_in "$ERR" "tag v2.0 exists and is not tend's" "v2.0 named"
+[ "$(git -C repo3 rev-parse v1.0)" = "$v1" ] || fail "a lightweight tag was moved"
+[ "$(git -C repo3 rev-parse v2.0)" = "$v2" ] || fail "an annotated tag was moved"
+[ "$(git -C repo3 rev-parse latest)" = "$(git -C repo3 rev-parse pages)" ] || fail "tend's tag is not on the tip"
+sed -i '/tag = v/d' tend.conf
+run sync; expect_rc 0 "the foreign tags out of tend.conf"
+[ "$(git -C repo3 rev-parse v1.0)" = "$v1" ] && [ "$(git -C repo3 rev-parse v2.0)" = "$v2" ] || fail "removing the setting deleted or moved a foreign tag: $(git -C repo3 tag)"
+git -C repo3 fsck --strict >/dev/null 2>&1 || fail "fsck repo3 (a dangling tag object?)"
+echo c > src/c
+TEND_FAILPOINTS='git-tag-update=kill' "$TEND" sync >/dev/null 2>&1
+[ "$(git -C repo3 rev-parse latest)" != "$(git -C repo3 rev-parse pages)" ] || fail "the kill did not leave the tag behind (the test is wrong)"
+run check; expect_rc 1 "check sees the tag behind"
+expect_in "$OUT" "@tag/latest: tag points at" "named"
+run sync; expect_rc 0 "the next sync"
+[ "$(git -C repo3 rev-parse latest)" = "$(git -C repo3 rev-parse pages)" ] || fail "the tag stayed behind"
+run check; expect_rc 0 "no drift"
+# tend's own tag, moved by hand, is not deleted with the setting
+git -C repo3 tag -f latest "$v1" >/dev/null
+sed -i '/tag = latest/d' tend.conf
+run sync; expect_rc 0 "tag setting removed"
+[ "$(git -C repo3 rev-parse latest)" = "$v1" ] || fail "a tag moved by hand was deleted"
+git -C repo3 tag -d latest >/dev/null
+printf '\ttag = latest\n' >> tend.conf
+run sync; expect_rc 0 "tag again"
+sed -i '/tag = latest/d' tend.conf
+run sync; expect_rc 0 "tag removed"
+git -C repo3 rev-parse -q --verify refs/tags/latest >/dev/null && fail "tend's own tag was not deleted"
 finish
