@@ -1024,6 +1024,91 @@ apply_entry(int root, int stagefd, const struct entry_action *a, bool sync,
 	return rc;
 }
 
+static char *
+full_name(const struct entry_action *a)
+{
+	size_t dl = strlen(a->dir), nl = strlen(a->name);
+	char *p = tend_xmalloc(dl + nl + 2);
+
+	memcpy(p, a->dir, dl);
+	p[dl] = '/';
+	memcpy(p + dl + 1, a->name, nl + 1);
+	return p;
+}
+
+static int
+cmp_cstr(const void *x, const void *y)
+{
+	return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* Is there a name in sorted `v` that is `p` itself (exact) or under
+ * `p/`? */
+static bool
+has_at_or_under(char *const *v, size_t n, const char *p, bool exact)
+{
+	size_t lo = 0, hi = n, len = strlen(p);
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (strcmp(v[mid], p) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < n && strncmp(v[lo], p, len) == 0; lo++)
+		if (exact ? v[lo][len] == '\0' : v[lo][len] == '/')
+			return true;
+	return false;
+}
+
+/* The deletes that are in the way of a write: one of them is a directory
+ * of the other. NULL when there are none (the usual batch). */
+static bool *
+swaps(void *const *actions, size_t n)
+{
+	char **puts = NULL;
+	size_t np = 0, nd = 0;
+	bool *early = NULL;
+
+	for (size_t i = 0; i < n; i++)
+		nd += ((struct entry_action *)actions[i])->del;
+	if (nd == 0 || nd == n)
+		return NULL;
+	puts = tend_xcalloc(n - nd, sizeof *puts);
+	for (size_t i = 0; i < n; i++)
+		if (!((struct entry_action *)actions[i])->del)
+			puts[np++] = full_name(actions[i]);
+	qsort(puts, np, sizeof *puts, cmp_cstr);
+	for (size_t i = 0; i < n; i++) {
+		struct entry_action *a = actions[i];
+
+		if (!a->del)
+			continue;
+		char *d = full_name(a);
+		/* a write under it (file -> directory) */
+		bool hit = has_at_or_under(puts, np, d, false);
+		/* a write at one of its directories (directory -> file) */
+		for (char *s = strchr(d + strlen(a->dir) + 1, '/'); !hit && s;
+		     s = strchr(s + 1, '/')) {
+			*s = '\0';
+			hit = has_at_or_under(puts, np, d, true);
+			*s = '/';
+		}
+		free(d);
+		if (hit) {
+			if (!early)
+				early = tend_xcalloc(n, sizeof *early);
+			early[i] = true;
+		}
+	}
+	for (size_t i = 0; i < np; i++)
+		free(puts[i]);
+	free(puts);
+	return early;
+}
+
 static void
 entry_apply(struct tend_sink *sink, struct tend_context *ctx,
     void *const *actions, size_t n, struct tend_apply_result *results)
@@ -1044,16 +1129,25 @@ entry_apply(struct tend_sink *sink, struct tend_context *ctx,
 			      : -1;
 
 	bool sync = tend_context_get(ctx, "fsync") != NULL;
+	bool *early = swaps(actions, n);
 
-	for (size_t i = 0; i < n; i++) {
-		struct entry_action *a = actions[i];
-		int rc = apply_entry(root, stagefd, a, sync, &c);
+	/* a file that becomes a directory, or the other way round: the
+	 * delete in the way goes first (else the engine's order, deletes
+	 * last) */
+	for (int round = early ? 0 : 1; round < 2; round++)
+		for (size_t i = 0; i < n; i++) {
+			struct entry_action *a = actions[i];
 
-		if (rc)
-			/* the engine names the entry */
-			tend_apply_fail(&results[i], rc, "%s",
-			    tend_error_last());
-	}
+			if (early && early[i] != (round == 0))
+				continue;
+			int rc = apply_entry(root, stagefd, a, sync, &c);
+
+			if (rc)
+				/* the engine names the entry */
+				tend_apply_fail(&results[i], rc, "%s",
+				    tend_error_last());
+		}
+	free(early);
 	chain_close(&c);
 	if (stagefd >= 0)
 		close(stagefd);

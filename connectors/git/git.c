@@ -1050,6 +1050,41 @@ struct update {
 	size_t seq; /* the action's order: the last on a path wins */
 };
 
+/*
+ * The removals first, then the rest, onto the tree they leave: a file
+ * that becomes a directory ("foo" gone, "foo/bar" new) or the other way
+ * round is one pass and one commit (libgit2 refuses both at once, a
+ * D/F conflict).
+ */
+static int
+tree_update(git_repository *repo, git_tree *base, git_tree_update *list,
+    size_t n, git_oid *out)
+{
+	git_tree_update *sorted = tend_xcalloc(n + 1, sizeof *sorted);
+	size_t nrm = 0, k = 0;
+	git_tree *mid = NULL;
+	git_oid mid_id;
+	int rc;
+
+	for (size_t i = 0; i < n; i++)
+		if (list[i].action == GIT_TREE_UPDATE_REMOVE)
+			sorted[nrm++] = list[i];
+	k = nrm;
+	for (size_t i = 0; i < n; i++)
+		if (list[i].action != GIT_TREE_UPDATE_REMOVE)
+			sorted[k++] = list[i];
+	if (nrm == 0 || nrm == n)
+		rc = git_tree_create_updated(out, repo, base, n, sorted);
+	else if ((rc = git_tree_create_updated(&mid_id, repo, base, nrm,
+		      sorted)) == 0 &&
+	    (rc = git_tree_lookup(&mid, repo, &mid_id)) == 0)
+		rc = git_tree_create_updated(out, repo, mid, n - nrm,
+		    sorted + nrm);
+	git_tree_free(mid);
+	free(sorted);
+	return rc;
+}
+
 static int
 cmp_update(const void *x, const void *y)
 {
@@ -1142,7 +1177,7 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 			list[nl].path = ups[i].path;
 			nl++;
 		}
-		if (git_tree_create_updated(&tree_id, repo, base, nl, list)) {
+		if (tree_update(repo, base, list, nl, &tree_id)) {
 			rc = git_fail("update the tree of", ref);
 			goto next;
 		}

@@ -146,4 +146,31 @@ run sync; expect_rc 0 "tag again"
 sed -i '/tag = latest/d' tend.conf
 run sync; expect_rc 0 "tag removed"
 git -C repo3 rev-parse -q --verify refs/tags/latest >/dev/null && fail "tend's own tag was not deleted"
+
+# a file that becomes a directory and back, beside an unrelated new file:
+# one pass, one commit, the final form (git and dir targets alike)
+rm -rf .tend repo4 src5 out5 && git init -q --bare repo4 && mkdir src5
+cat > tend.conf <<'CONF'
+[app "pages"]
+	source = src5
+	target = git:repo4
+	ref = refs/heads/pages
+[app "site"]
+	source = src5
+	target = dir:out5
+CONF
+echo a > src5/foo; echo x > src5/x
+run sync; expect_rc 0 "before the swap"
+before=$(git -C repo4 rev-parse pages)
+rm src5/foo; mkdir src5/foo; echo b > src5/foo/bar; echo y > src5/y
+run sync; expect_rc 0 "file -> directory in one pass"
+[ "$(git -C repo4 ls-tree -r --name-only pages | tr '\n' ' ')" = "foo/bar x y " ] || fail "git after the swap: $(git -C repo4 ls-tree -r --name-only pages)"
+[ "$(git -C repo4 rev-list --count "$before..pages")" = 1 ] || fail "the swap took $(git -C repo4 rev-list --count "$before..pages") commits"
+expect_file out5/foo/bar b; expect_file out5/y y
+rm -r src5/foo; echo c > src5/foo
+run sync; expect_rc 0 "directory -> file in one pass"
+[ "$(git -C repo4 ls-tree -r --name-only pages | tr '\n' ' ')" = "foo x y " ] || fail "git after the swap back: $(git -C repo4 ls-tree -r --name-only pages)"
+expect_file out5/foo c
+run check; expect_rc 0 "no drift after the swaps"
+run plan; expect_rc 0 "nothing pending"
 finish
