@@ -269,6 +269,46 @@ container_key(const struct tend_key *k, struct tend_arena *a, char **repo,
 	return 0;
 }
 
+/*
+ * Is this path component ".git" to git, or to a file system a checkout
+ * may land on (what git fsck --strict refuses): ".git" in any case; with
+ * trailing spaces or dots (NTFS); "git~1" (NTFS 8.3); with code points
+ * HFS+ ignores inside it (U+200C..200F, U+202A..202E, U+206A..206F,
+ * U+FEFF).
+ */
+static bool
+git_alias(const char *c, size_t n)
+{
+	char plain[8];
+	size_t k = 0;
+
+	if (n == 5 && strncasecmp(c, "git~1", 5) == 0)
+		return true;
+	for (size_t i = 0; i < n; i++) {
+		const unsigned char *u = (const unsigned char *)c + i;
+
+		/* the ignorable ones are 3 bytes: e2 80 8c..8f, e2 80 aa..ae,
+		 * e2 81 aa..af, ef bb bf */
+		if (i + 2 < n && ((u[0] == 0xe2 && u[1] == 0x80 &&
+				      ((u[2] >= 0x8c && u[2] <= 0x8f) ||
+					  (u[2] >= 0xaa && u[2] <= 0xae))) ||
+				     (u[0] == 0xe2 && u[1] == 0x81 &&
+					 u[2] >= 0xaa && u[2] <= 0xaf) ||
+				     (u[0] == 0xef && u[1] == 0xbb &&
+					 u[2] == 0xbf))) {
+			i += 2;
+			continue;
+		}
+		if (k == sizeof plain)
+			return false;
+		plain[k++] = c[i];
+	}
+	/* NTFS drops trailing spaces and dots */
+	while (k > 4 && (plain[k - 1] == ' ' || plain[k - 1] == '.'))
+		k--;
+	return k == 4 && strncasecmp(plain, ".git", 4) == 0;
+}
+
 static int
 check_git_name(const char *name, size_t len)
 {
@@ -280,10 +320,11 @@ check_git_name(const char *name, size_t len)
 		size_t j = i;
 		while (j < len && name[j] != '/')
 			j++;
-		if (j - i == 4 && strncasecmp(name + i, ".git", 4) == 0)
+		if (git_alias(name + i, j - i))
 			return tend_error_set(TEND_EINVALID,
-			    "entry name \"%.*s\" has a .git component",
-			    (int)len, name);
+			    "entry name \"%.*s\": \"%.*s\" is .git to git or "
+			    "to some file system (git fsck refuses it)",
+			    (int)len, name, (int)(j - i), name + i);
 		i = j + 1;
 	}
 	return 0;
@@ -520,6 +561,24 @@ open_repo(struct tend_context *ctx, const char *repo, git_repository **out)
 		rc = git_fail("open", path.ptr);
 	tend_buf_release(&path);
 	return rc;
+}
+
+/* Does the repository's path not exist at all? */
+static bool
+repo_missing(struct tend_context *ctx, const char *repo)
+{
+	const char *ws = tend_context_get(ctx, "workspace");
+	struct tend_buf path = TEND_BUF_INIT;
+	struct stat st;
+	bool missing;
+
+	if (repo[0] == '/' || !ws)
+		tend_buf_puts(&path, repo);
+	else
+		tend_buf_printf(&path, "%s/%s", ws, repo);
+	missing = lstat(path.ptr, &st) != 0 && errno == ENOENT;
+	tend_buf_release(&path);
+	return missing;
 }
 
 /* Is `ref` what some working tree of the repository has checked out? */
@@ -1523,7 +1582,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	size_t nu = 0, nentries = 0;
 	struct packer pk;
 	bool use_pack = false;
-	struct tend_buf path = TEND_BUF_INIT;
+	struct tend_buf path = TEND_BUF_INIT, tf = TEND_BUF_INIT;
 	char *locks = NULL;
 	int rc;
 
@@ -1534,11 +1593,24 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	git_libgit2_opts(GIT_OPT_ENABLE_FSYNC_GITDIR, (int)sync);
 	tend_pack_set_fsync(sync);
 	rc = open_repo(ctx, acts[0]->repo, &repo);
+	if (rc && repo_missing(ctx, acts[0]->repo)) {
+		/* a repository that is not there (a typo, since fixed) has
+		 * nothing of ours to undo: its deletes are done */
+		bool all = true;
+
+		for (size_t i = 0; i < n; i++)
+			all &= acts[i]->kind == A_DROP ||
+			    acts[i]->kind == A_DEL || acts[i]->kind == A_UNTAG;
+		if (all) {
+			tend_error_clear();
+			rc = 0;
+			goto out;
+		}
+	}
 	if (rc)
 		goto out;
 	tend_pack_sweep(repo);
 	const char *state = tend_context_get(ctx, "state");
-	struct tend_buf tf = TEND_BUF_INIT;
 	if (state) {
 		tend_buf_printf(&tf, "%s/git-tags", state);
 		tags_file = tf.ptr;

@@ -173,4 +173,32 @@ run sync; expect_rc 0 "directory -> file in one pass"
 expect_file out5/foo c
 run check; expect_rc 0 "no drift after the swaps"
 run plan; expect_rc 0 "nothing pending"
+
+# a typo in the repository path, once fixed, leaves nothing to undo
+rm -rf .tend repo6 src6 && git init -q --bare repo6 && mkdir src6 && echo a > src6/a
+cat > tend.conf <<'CONF'
+[app "pages"]
+	source = src6
+	target = git:nope.git
+	ref = refs/heads/pages
+CONF
+run sync; expect_rc 1 "a missing repository"
+expect_in "$ERR" "nope.git" "named"
+sed -i 's/nope.git/repo6/' tend.conf
+run sync; expect_rc 0 "the path fixed: one sync"
+[ "$(git -C repo6 ls-tree -r --name-only pages)" = a ] || fail "repo6: $(git -C repo6 ls-tree -r --name-only pages 2>&1)"
+run sync; expect_rc 0 "and the next"
+run check; expect_rc 0 "no drift"
+run drop pages; expect_rc 0 "drop works"
+[ ! -e nope.git ] || fail "tend made the mistyped repository"
+
+# names git (or a file system under a checkout) takes for .git fail alone
+rm -rf .tend repo7 src7 && git init -q --bare repo7 && mkdir src7
+echo a > src7/a; echo b > src7/GIT~1; echo c > "src7/.git "; printf 'd' > "$(printf 'src7/.g\342\200\214it')"
+sed -i 's/repo6/repo7/; s/src6/src7/' tend.conf
+run sync; expect_rc 1 "git aliases of .git"
+expect_in "$ERR" '"GIT~1" is .git to git or to some file system' "GIT~1 named"
+expect_in "$ERR" '".git " is .git' "trailing space named"
+[ "$(git -C repo7 ls-tree -r --name-only pages)" = a ] || fail "the other entries: $(git -C repo7 ls-tree -r --name-only pages 2>&1)"
+git -C repo7 fsck --strict >/dev/null 2>&1 || fail "fsck --strict repo7"
 finish
