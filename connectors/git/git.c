@@ -322,8 +322,9 @@ check_git_name(const char *name, size_t len)
 			j++;
 		if (git_alias(name + i, j - i))
 			return tend_error_set(TEND_EINVALID,
-			    "entry name \"%.*s\": \"%.*s\" is .git to git or "
-			    "to some file system (git fsck refuses it)",
+			    "entry name \"%.*s\": \"%.*s\" is a .git component "
+			    "to git or to some file system (git fsck refuses "
+			    "it)",
 			    (int)len, name, (int)(j - i), name + i);
 		i = j + 1;
 	}

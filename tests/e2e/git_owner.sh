@@ -197,8 +197,8 @@ rm -rf .tend repo7 src7 && git init -q --bare repo7 && mkdir src7
 echo a > src7/a; echo b > src7/GIT~1; echo c > "src7/.git "; printf 'd' > "$(printf 'src7/.g\342\200\214it')"
 sed -i 's/repo6/repo7/; s/src6/src7/' tend.conf
 run sync; expect_rc 1 "git aliases of .git"
-expect_in "$ERR" '"GIT~1" is .git to git or to some file system' "GIT~1 named"
-expect_in "$ERR" '".git " is .git' "trailing space named"
+expect_in "$ERR" '"GIT~1" is a .git component to git or to some file system' "GIT~1 named"
+expect_in "$ERR" '".git " is a .git component' "trailing space named"
 [ "$(git -C repo7 ls-tree -r --name-only pages)" = a ] || fail "the other entries: $(git -C repo7 ls-tree -r --name-only pages 2>&1)"
 git -C repo7 fsck --strict >/dev/null 2>&1 || fail "fsck --strict repo7"
 finish
