@@ -1016,10 +1016,36 @@ tag_is_ours(git_repository *repo, const char *tag, const git_oid *cur)
 	return ours;
 }
 
-/* Record (repo, tag) -> {from, to} (to NULL: forget it). */
+/* Does tend's record say the tag follows `ref`? */
+static bool
+tag_follows(git_repository *repo, const char *tag, const char *ref)
+{
+	struct tend_buf text = TEND_BUF_INIT;
+	const char *l, *r;
+	size_t len, rl = strlen(ref);
+	bool yes = true;
+
+	if (!tags_file)
+		return true;
+	tags_read(&text);
+	if ((l = tags_find(text.ptr, git_repository_path(repo), tag, &len))) {
+		/* the fifth field (absent in an older record: any ref) */
+		r = l;
+		for (int f = 0; f < 4 && r; f++) {
+			r = memchr(r, '\t', len - (size_t)(r - l));
+			r = r ? r + 1 : NULL;
+		}
+		yes = !r || ((size_t)(l + len - r) == rl &&
+				memcmp(r, ref, rl) == 0);
+	}
+	tend_buf_release(&text);
+	return yes;
+}
+
+/* Record (repo, tag) -> {from, to} on `ref` (to NULL: forget it). */
 static void
 tag_record(git_repository *repo, const char *tag, const git_oid *from,
-    const git_oid *to)
+    const git_oid *to, const char *ref)
 {
 	struct tend_buf text = TEND_BUF_INIT, out = TEND_BUF_INIT,
 			tmp = TEND_BUF_INIT;
@@ -1041,8 +1067,8 @@ tag_record(git_repository *repo, const char *tag, const git_oid *from,
 		if (from)
 			git_oid_tostr(a, sizeof a, from);
 		git_oid_tostr(b, sizeof b, to);
-		tend_buf_printf(&out, "%s\t%s\t%s\t%s\n",
-		    git_repository_path(repo), tag, a, b);
+		tend_buf_printf(&out, "%s\t%s\t%s\t%s\t%s\n",
+		    git_repository_path(repo), tag, a, b, ref);
 	}
 	tend_buf_printf(&tmp, "%s.tmp", tags_file);
 	fd = open(tmp.ptr, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -1063,8 +1089,8 @@ tag_record(git_repository *repo, const char *tag, const git_oid *from,
  * tend left it: yes (and recorded). Otherwise *cur says where it is.
  */
 static bool
-tag_may_move(git_repository *repo, const char *name, const git_oid *to,
-    git_oid *cur, bool *exists)
+tag_may_move(git_repository *repo, const char *ref, const char *name,
+    const git_oid *to, git_oid *cur, bool *exists)
 {
 	struct tend_buf full = TEND_BUF_INIT;
 	git_reference *t = NULL;
@@ -1075,7 +1101,7 @@ tag_may_move(git_repository *repo, const char *name, const git_oid *to,
 	tend_buf_release(&full);
 	git_error_clear();
 	if (!*exists) {
-		tag_record(repo, name, NULL, to);
+		tag_record(repo, name, NULL, to, ref);
 		return true;
 	}
 	const git_oid *id = git_reference_target(t);
@@ -1089,7 +1115,7 @@ tag_may_move(git_repository *repo, const char *name, const git_oid *to,
 		*cur = *id;
 	ok = commit && (git_oid_equal(id, to) || tag_is_ours(repo, name, id));
 	if (ok)
-		tag_record(repo, name, id, to);
+		tag_record(repo, name, id, to, ref);
 	git_reference_free(t);
 	return ok;
 }
@@ -1307,7 +1333,7 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 
 			/* a tag that is not tend's stays: its own action
 			 * says so */
-			if (!tag_may_move(repo, tag, &commit_id, &cur,
+			if (!tag_may_move(repo, ref, tag, &commit_id, &cur,
 				&exists)) {
 				off += strlen(tag) + 1;
 				continue;
@@ -1352,7 +1378,7 @@ set_tag(git_repository *repo, const char *ref, const char *name)
 	}
 	git_oid cur;
 	bool exists;
-	if (!tag_may_move(repo, name, &tip, &cur, &exists)) {
+	if (!tag_may_move(repo, ref, name, &tip, &cur, &exists)) {
 		char hex[GIT_OID_HEXSZ + 1];
 
 		git_oid_tostr(hex, sizeof hex, &cur);
@@ -1387,9 +1413,10 @@ tags_catch_up(git_repository *repo, const struct git_action *a)
 
 		off += strlen(tag) + 1;
 		tend_buf_printf(&full, "refs/tags/%s", tag);
-		if (git_reference_name_to_id(&cur, repo, full.ptr) == 0 &&
-		    !git_oid_equal(&cur, &tip) && tag_is_ours(repo, tag, &cur))
-			set_tag(repo, a->ref, tag);
+		if (git_reference_name_to_id(&cur, repo, full.ptr) != 0 ||
+		    (!git_oid_equal(&cur, &tip) &&
+			tag_is_ours(repo, tag, &cur)))
+			set_tag(repo, a->ref, tag); /* missing, or behind */
 		git_error_clear();
 		tend_buf_release(&full);
 	}
@@ -1434,6 +1461,18 @@ tags_check(struct tend_handler *base, struct tend_context *ctx,
 	tend_buf_release(&full);
 	git_repository_free(repo);
 	return rc;
+}
+
+/* Is the tag `name` (re)declared by an action of this group? A prefix
+ * change on one ref deletes the old container's tag and declares the
+ * new one's: the same tag, which stays. */
+static bool
+tag_set_here(struct git_action *const *acts, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (acts[i]->kind == A_TAG && strcmp(acts[i]->path, name) == 0)
+			return true;
+	return false;
 }
 
 /* ---- the sink ---- */
@@ -1730,9 +1769,31 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		}
 		nu = k;
 	}
-	if (rc == 0 && nu)
-		rc = commit_updates(repo, acts[0]->ref, ups, nu, "", false, spec,
-		    nentries, use_pack ? &pk : NULL);
+	if (rc == 0 && nu) {
+		/* a tag whose state goes in this group (the app moved to
+		 * another ref or prefix, or dropped it) does not follow this
+		 * commit */
+		struct spec keep = *spec;
+		struct tend_buf tags = TEND_BUF_INIT;
+
+		for (size_t off = 0; off < spec->tagslen;) {
+			const char *t = spec->tags + off;
+			bool going = false;
+
+			for (size_t i = 0; i < n && !going; i++)
+				going = acts[i]->kind == A_UNTAG &&
+				    strcmp(acts[i]->path, t) == 0 &&
+				    !tag_set_here(acts, n, t);
+			if (!going)
+				tend_buf_put(&tags, t, strlen(t) + 1);
+			off += strlen(t) + 1;
+		}
+		keep.tags = tags.ptr ? tags.ptr : (char *)"";
+		keep.tagslen = tags.len;
+		rc = commit_updates(repo, acts[0]->ref, ups, nu, "", false,
+		    &keep, nentries, use_pack ? &pk : NULL);
+		tend_buf_release(&tags);
+	}
 	if (use_pack)
 		packer_stop(&pk);
 	free(packed);
@@ -1751,25 +1812,29 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 
 		if (a->kind == A_TAG)
 			r = set_tag(repo, a->ref, a->path);
-		else if (a->kind == A_UNTAG) {
+		else if (a->kind == A_UNTAG && !tag_set_here(acts, n, a->path)) {
 			git_reference *t = NULL;
 
 			tend_buf_printf(&full, "refs/tags/%s", a->path);
 			if (git_reference_lookup(&t, repo, full.ptr) == 0) {
 				const git_oid *id = git_reference_target(t);
 
-				/* only where tend left it: a tag moved or
-				 * made by someone else stays */
-				if (id && tag_is_ours(repo, a->path, id)) {
+				/* only where tend left it, on this ref: a tag
+				 * moved or made by someone else stays, and so
+				 * does one that followed the app to another
+				 * ref or prefix */
+				if (id && tag_is_ours(repo, a->path, id) &&
+				    tag_follows(repo, a->path, a->ref)) {
 					locks_note(repo, full.ptr, NULL);
 					if (git_reference_delete(t))
 						r = git_fail("delete tag",
 						    a->path);
+					else
+						tag_record(repo, a->path, NULL,
+						    NULL, NULL);
 				}
 				git_reference_free(t);
 			}
-			if (r == 0)
-				tag_record(repo, a->path, NULL, NULL);
 			git_error_clear();
 		}
 		tend_buf_release(&full);

@@ -201,4 +201,23 @@ expect_in "$ERR" '"GIT~1" is a .git component to git or to some file system' "GI
 expect_in "$ERR" '".git " is a .git component' "trailing space named"
 [ "$(git -C repo7 ls-tree -r --name-only pages)" = a ] || fail "the other entries: $(git -C repo7 ls-tree -r --name-only pages 2>&1)"
 git -C repo7 fsck --strict >/dev/null 2>&1 || fail "fsck --strict repo7"
+
+# tend's tag follows the app through a prefix and a ref change
+rm -rf .tend repo8 && git init -q --bare repo8
+cat > tend.conf <<'CONF'
+[app "pages"]
+	source = src6
+	target = git:repo8
+	ref = refs/heads/pages
+	prefix = site
+	tag = latest
+CONF
+run sync; expect_rc 0 "with a tag"
+sed -i 's/prefix = site/prefix = web/' tend.conf
+run sync; expect_rc 0 "prefix change with a tag"
+[ "$(git -C repo8 rev-parse latest 2>&1)" = "$(git -C repo8 rev-parse pages)" ] || fail "the tag after the prefix change: $(git -C repo8 rev-parse latest 2>&1)"
+sed -i 's|refs/heads/pages|refs/heads/gh|' tend.conf
+run sync; expect_rc 0 "ref change with a tag"
+[ "$(git -C repo8 rev-parse latest 2>&1)" = "$(git -C repo8 rev-parse gh)" ] || fail "the tag after the ref change: $(git -C repo8 rev-parse latest 2>&1)"
+run check; expect_rc 0 "no drift"
 finish
