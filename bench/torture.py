@@ -24,8 +24,13 @@ After every kill a clean `tend sync` must converge:
     and every stray file made while the container was not exclusive;
   - gen/ holds "gen:" + content for every source whose declaration
     succeeds (a failing one keeps what it had), nothing for deleted ones;
-  - refs/heads/pages has exactly the sources under site/ (blob ids, and
-    modes as `executable` says), and `git fsck --strict` is clean;
+  - the app's ref (pages or gh-pages, a knob) has exactly the sources
+    under its prefix (site or web, a knob; blob ids, and modes as
+    `executable` says), nothing of tend's is left elsewhere, every file
+    another author committed under the prefix is still there (unless an
+    exclusive container took it), someone else's tags are where they were,
+    tend's tag is on the tip, `git count-objects` finds no garbage and
+    `git fsck --strict` is clean;
   - `tend check` finds no drift, every tracked state has one record (no
     pending ones), no temporary file is left in a target or in staging;
   - one more sync applies nothing and makes no commit.
@@ -81,14 +86,16 @@ class Torture:
         self.ws = tempfile.mkdtemp(prefix="tend-torture-")
         self.src = os.path.join(self.ws, "src")
         self.knobs = {"file_mode": "0644", "site_exclusive": False,
-                      "executable": "keep", "pages_exclusive": False}
+                      "executable": "keep", "pages_exclusive": False,
+                      "prefix": "site", "ref": "refs/heads/pages"}
+        self.foreign = {}  # (ref, path) -> blob id: another author's
         self.strays = {}  # made while not exclusive: must survive
         self.nstray = 0
         self.durations = [0.05]
         self.stats = {"iterations": 0, "killed": 0, "finished": 0,
                       "by_timer": 0, "by_failpoint": 0, "full": 0,
                       "deferred": 0, "locks": 0, "drops": 0,
-                      "conflicts": 0, "strays": 0}
+                      "conflicts": 0, "strays": 0, "moves": 0}
         self.env = dict(os.environ, GIT_AUTHOR_NAME="t",
                         GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                         GIT_COMMITTER_EMAIL="t@t")
@@ -103,11 +110,64 @@ class Torture:
         self.dropped = None  # the app whose drop was killed
         subprocess.run(["git", "init", "-q", "--bare", "repo.git"],
                        cwd=self.ws, check=True)
+        # someone else's tags, on a commit of their own: never moved
+        base = self.git("commit-tree", "-m", "base",
+                        self.git("mktree", stdin=b"").strip()).strip()
+        self.git("update-ref", "refs/heads/base", base)
+        self.git("tag", "release", base)
+        self.git("tag", "-a", "-m", "v1", "v1", base)
+        self.their_tags = {t: self.git("rev-parse", "refs/tags/" + t).strip()
+                           for t in ("release", "v1")}
         self.nfiles = a.files
         self.agent = a.agent
         for _ in range(a.files):
             self.create()
         self.write_conf()
+
+    def git(self, *args, stdin=None, check=True):
+        p = subprocess.run(["git", "--git-dir", os.path.join(self.ws,
+                            "repo.git"), *args], input=stdin,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           env=self.env)
+        if check and p.returncode:
+            raise Failed("git %s: %s" % (" ".join(args),
+                                         p.stderr.decode()[-300:]))
+        return p.stdout.decode()
+
+    def foreign_commit(self):
+        """Another author commits a file under the app's prefix (a
+        compare-and-swap: a pass of tend racing it wins, and then this
+        does nothing)."""
+        ref, prefix = self.knobs["ref"], self.knobs["prefix"]
+        tip = self.git("rev-parse", "-q", "--verify", ref, check=False).strip()
+        if not tip:
+            return
+        self.nforeign = getattr(self, "nforeign", 0) + 1
+        path = "%s/foreign-%d.txt" % (prefix, self.nforeign)
+        blob = self.git("hash-object", "-w", "--stdin",
+                        stdin=b"foreign %d\n" % self.nforeign).strip()
+        idx = os.path.join(self.ws, "foreign.idx")
+        env = dict(self.env, GIT_INDEX_FILE=idx,
+                   GIT_DIR=os.path.join(self.ws, "repo.git"))
+        run = lambda *a: subprocess.run(["git", *a], env=env,
+                                        stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+        run("read-tree", tip)
+        run("update-index", "--add", "--cacheinfo", "100644,%s,%s" %
+            (blob, path))
+        tree = run("write-tree").stdout.decode().strip()
+        commit = run("commit-tree", tree, "-p", tip, "-m",
+                     "another author").stdout.decode().strip()
+        os.unlink(idx)
+        if run("update-ref", ref, commit, tip).returncode == 0:
+            self.foreign[(ref, path)] = blob
+
+    def forget_foreign(self, ref, prefix):
+        """An exclusive container of (ref, prefix) going or switched on
+        may take them."""
+        for k in [k for k in self.foreign
+                  if k[0] == ref and k[1].startswith(prefix + "/")]:
+            del self.foreign[k]
 
     # ---- the workspace
 
@@ -145,8 +205,9 @@ class Torture:
 [app "pages"]
 \tsource = src
 \ttarget = git:repo.git
-\tref = refs/heads/pages
-\tprefix = site
+\tref = {k['ref']}
+\tprefix = {k['prefix']}
+\ttag = latest
 \texecutable = {k['executable']}
 \texclusive = {str(k['pages_exclusive']).lower()}
 \tmax-delete = 1000000
@@ -193,7 +254,8 @@ class Torture:
             fs = self.files()
             op = r.choice(["create", "create", "modify", "modify", "delete",
                            "rename", "rename_dir", "fail", "unfail", "chmod",
-                           "stray", "restore", "restore", "collide"])
+                           "stray", "restore", "restore", "collide",
+                           "foreign"])
             if op == "restore" and not self.graveyard:
                 op = "delete"
             if op not in ("create", "stray", "restore") and len(fs) < 20:
@@ -242,6 +304,8 @@ class Torture:
                 data = open(p).read()
                 if data.startswith("FAIL"):
                     self.put(f, data[5:])
+            elif op == "foreign":
+                self.foreign_commit()
             elif op == "collide":
                 # another file of the same name elsewhere: two
                 # declarations of one flat/ entry
@@ -265,12 +329,23 @@ class Torture:
         if r.random() < 0.2:
             knob = r.choice(list(self.knobs))
             k = self.knobs
+            if k["pages_exclusive"] and knob in ("prefix", "ref"):
+                # the exclusive container that goes wipes its subtree
+                self.forget_foreign(k["ref"], k["prefix"])
             if knob == "file_mode":
                 k[knob] = "0600" if k[knob] == "0644" else "0644"
             elif knob == "executable":
                 k[knob] = "never" if k[knob] == "keep" else "keep"
+            elif knob == "prefix":
+                k[knob] = "web" if k[knob] == "site" else "site"
+            elif knob == "ref":
+                k[knob] = "refs/heads/gh-pages" \
+                    if k[knob] == "refs/heads/pages" else "refs/heads/pages"
             else:
                 k[knob] = not k[knob]
+            if knob == "pages_exclusive" and k[knob]:
+                self.forget_foreign(k["ref"], k["prefix"])
+            self.stats["moves"] += knob in ("prefix", "ref")
             if knob == "site_exclusive" and k[knob]:
                 self.strays.clear()  # destructive: they may go now
             self.write_conf()
@@ -293,6 +368,8 @@ class Torture:
             # a drop killed halfway: converge() runs it again
             self.dropped = r.choice(["site", "gen", "multi", "pages",
                                      "flat", "idx"])
+            if self.dropped == "pages" and self.knobs["pages_exclusive"]:
+                self.forget_foreign(self.knobs["ref"], self.knobs["prefix"])
             args = ["drop", self.dropped]
             self.stats["drops"] += 1
         elif r.random() < 0.2:
@@ -430,11 +507,13 @@ class Torture:
             left = ["index.txt"] if os.path.exists(
                 os.path.join(self.ws, "index.txt")) else []
         elif app == "pages":
+            ref, prefix = self.knobs["ref"], self.knobs["prefix"]
             ls = subprocess.run(["git", "-C", "repo.git", "ls-tree", "-r",
-                                 "--name-only", "refs/heads/pages", "site/"],
+                                 "--name-only", ref, prefix + "/"],
                                 cwd=self.ws, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL)
-            left = ls.stdout.decode().split()
+            left = [p for p in ls.stdout.decode().split()
+                    if (ref, p) not in self.foreign]
         else:
             root = os.path.join(self.ws, {"site": "out"}.get(app, app))
             left = []
@@ -543,25 +622,53 @@ class Torture:
         extra = [h for h in have if h not in want and
                  h[:-4] not in failing]
         self.expect(not extra, "multi: undeclared entries %s" % extra[:5])
-        # git: the tree under site/, blob ids and modes
-        ls = subprocess.run(["git", "-C", "repo.git", "ls-tree", "-r",
-                             "refs/heads/pages"], cwd=self.ws,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        tree = {}
-        for line in ls.stdout.decode().splitlines():
-            meta, path = line.split("\t", 1)
-            mode, _, oid = meta.split()
-            tree[path] = (mode, oid)
+        # git: the tree under the prefix of the app's ref, blob ids and
+        # modes; nothing of tend's anywhere else; no foreign file or tag
+        # lost; tend's tag on the tip; no garbage in objects/pack
+        ref, prefix = self.knobs["ref"], self.knobs["prefix"]
+        trees = {}
+        for r in ("refs/heads/pages", "refs/heads/gh-pages"):
+            ls = subprocess.run(["git", "-C", "repo.git", "ls-tree", "-r",
+                                 r], cwd=self.ws, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+            tree = {}
+            for line in ls.stdout.decode().splitlines():
+                meta, path = line.split("\t", 1)
+                mode, _, oid = meta.split()
+                tree[path] = (mode, oid)
+            trees[r] = tree
+        for (r, path), blob in self.foreign.items():
+            self.expect(trees[r].get(path, (None, None))[1] == blob,
+                        "a foreign file lost: %s %s" % (r, path))
+        tree = {p: v for p, v in trees[ref].items()
+                if p.startswith(prefix + "/") and (ref, p) not in self.foreign}
         want = {}
         for f, d in srcs.items():
             x = os.stat(os.path.join(self.src, f)).st_mode & 0o100
             mode = "100755" if x and self.knobs["executable"] == "keep" \
                 else "100644"
             oid = hashlib.sha1(b"blob %d\0" % len(d) + d).hexdigest()
-            want["site/" + f] = (mode, oid)
+            want[prefix + "/" + f] = (mode, oid)
         if tree != want:
             diff = sorted(set(tree.items()) ^ set(want.items()))
             raise Failed("git tree differs: %s" % diff[:6])
+        for r, t in trees.items():
+            left = [p for p in t if (r, p) not in self.foreign and
+                    not (r == ref and p.startswith(prefix + "/"))]
+            self.expect(not left, "tend's entries left in %s: %s" %
+                        (r, left[:5]))
+        for t, oid in self.their_tags.items():
+            self.expect(self.git("rev-parse", "refs/tags/" + t,
+                                 check=False).strip() == oid,
+                        "someone else's tag %s moved or lost" % t)
+        if trees[ref]:
+            self.expect(self.git("rev-parse", "refs/tags/latest",
+                                 check=False).strip() ==
+                        self.git("rev-parse", ref).strip(),
+                        "tag latest is not on %s" % ref)
+        garbage = [l for l in self.git("count-objects", "-v").splitlines()
+                   if l.startswith("garbage:")]
+        self.expect(garbage == ["garbage: 0"], "objects: %s" % garbage)
         fsck = subprocess.run(["git", "-C", "repo.git", "fsck", "--strict"],
                               cwd=self.ws, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT)
@@ -580,7 +687,7 @@ class Torture:
         self.expect(not left, "staging not swept: %s" % left)
         # converged: one more pass applies nothing, commits nothing
         tip = subprocess.run(["git", "-C", "repo.git", "rev-parse",
-                              "refs/heads/pages"], cwd=self.ws,
+                              ref], cwd=self.ws,
                              stdout=subprocess.PIPE).stdout
         rc, out, err = self.tend_run("sync", "--json")
         for app in json.loads(out)["apps"]:
@@ -589,7 +696,7 @@ class Torture:
             self.expect(n == 0, "%s: a second clean pass applied %d" %
                         (app["app"], n))
         tip2 = subprocess.run(["git", "-C", "repo.git", "rev-parse",
-                               "refs/heads/pages"], cwd=self.ws,
+                               ref], cwd=self.ws,
                               stdout=subprocess.PIPE).stdout
         self.expect(tip == tip2, "a second clean pass made a commit")
         rc, out, err = self.tend_run("plan")
@@ -648,11 +755,13 @@ def main():
           "times (%d by timer, %d at a failpoint%s), %d runs finished "
           "before the kill, %d --full, %d drops, %d ref locks left and "
           "cleared, %d converged with name conflicts, %d exclusive strays "
-          "removed by --full, %.1f s" %
+          "removed by --full, %d prefix or ref moves, %d foreign files "
+          "kept, %.1f s" %
           (" --agent" if a.agent else "", a.seed, s["iterations"],
            s["killed"], s["by_timer"], s["by_failpoint"], deferred,
            s["finished"], s["full"], s["drops"], s["locks"],
-           s["conflicts"], s["strays"], time.time() - t0))
+           s["conflicts"], s["strays"], s["moves"], len(t.foreign),
+           time.time() - t0))
     if ok or not a.keep:
         shutil.rmtree(t.ws, ignore_errors=True)
     else:
