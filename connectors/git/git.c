@@ -1084,6 +1084,69 @@ tag_record(git_repository *repo, const char *tag, const git_oid *from,
 	tend_buf_release(&tmp);
 }
 
+static void tag_note(git_repository *repo, const char *tag,
+    const git_oid *oid);
+
+static bool
+in_tags(const struct spec *spec, const char *name)
+{
+	for (size_t off = 0; off < spec->tagslen;) {
+		if (strcmp(spec->tags + off, name) == 0)
+			return true;
+		off += strlen(spec->tags + off) + 1;
+	}
+	return false;
+}
+
+/* Move tend's tags that follow `ref` from `from` (the tip a commit
+ * replaced) to `to`; those of `spec` moved already. */
+static void
+tags_follow(git_repository *repo, const char *ref, const git_oid *from,
+    const git_oid *to, const struct spec *spec)
+{
+	struct tend_buf text = TEND_BUF_INIT, full = TEND_BUF_INIT;
+	const char *repo_path = git_repository_path(repo);
+	size_t rl = strlen(repo_path);
+
+	if (!tags_file)
+		return;
+	tags_read(&text);
+	for (char *l = text.ptr; l && *l;) {
+		char *nl = strchr(l, '\n'), *f[5] = {l};
+		int k = 1;
+
+		if (nl)
+			*nl = '\0';
+		for (char *t = l; k < 5 && (t = strchr(t, '\t')); k++) {
+			*t++ = '\0';
+			f[k] = t;
+		}
+		git_oid cur;
+		git_object *obj = NULL;
+		git_oid out;
+
+		if (k == 5 && strlen(f[0]) == rl && memcmp(f[0], repo_path, rl) ==
+			0 && strcmp(f[4], ref) == 0 && !in_tags(spec, f[1])) {
+			tend_buf_reset(&full);
+			tend_buf_printf(&full, "refs/tags/%s", f[1]);
+			if (git_reference_name_to_id(&cur, repo, full.ptr) == 0 &&
+			    git_oid_equal(&cur, from) &&
+			    tag_is_ours(repo, f[1], &cur) &&
+			    git_object_lookup(&obj, repo, to,
+				GIT_OBJECT_COMMIT) == 0) {
+				tag_record(repo, f[1], from, to, ref);
+				tag_note(repo, f[1], to);
+				git_tag_create_lightweight(&out, repo, f[1], obj, 1);
+			}
+			git_object_free(obj);
+			git_error_clear();
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	tend_buf_release(&text);
+	tend_buf_release(&full);
+}
+
 /*
  * May tend move tag `name` to `to`? Absent, at `to` already, or where
  * tend left it: yes (and recorded). Otherwise *cur says where it is.
@@ -1348,6 +1411,11 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 			git_object_free(obj);
 			off += strlen(tag) + 1;
 		}
+		/* and so do tend's other tags that follow this ref and sat on
+		 * its tip (a drop's commit, in a group of its own, or the
+		 * old container's last one) */
+		if (rc == 0 && have_tip)
+			tags_follow(repo, ref, &tip, &commit_id, spec);
 	next:
 		/* done, failed, or (TEND_ECONFLICT) go round again */
 		git_reference_free(newref);
