@@ -120,6 +120,8 @@ class Torture:
                            for t in ("release", "v1")}
         self.nfiles = a.files
         self.agent = a.agent
+        self.progress = a.progress
+        self.t0 = time.time()
         for _ in range(a.files):
             self.create()
         self.write_conf()
@@ -723,6 +725,9 @@ class Torture:
                 raise Failed("iteration %d (ops %s, knobs %s): %s" %
                              (it, ops, self.knobs, e))
             self.stats["iterations"] = it
+            if self.progress and it % self.progress == 0:
+                print("torture: %d iterations converged, %.0f s" %
+                      (it, time.time() - self.t0), flush=True)
 
 
 def main():
@@ -734,6 +739,8 @@ def main():
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--files", type=int, default=60)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--progress", type=int, default=0, metavar="N",
+                    help="a line every N converged iterations")
     ap.add_argument("--agent", action="store_true",
                     help="kill a running `tend watch` instead of `tend sync`")
     a = ap.parse_args()
