@@ -2,7 +2,7 @@
 """torture.py - crash torture for tend.
 
   torture.py --tend PATH [--agent] [--iterations N] [--seed S] [--files F]
-             [--keep]
+             [--keep] [--progress N]
 
 Each iteration applies a random workload to a source tree (creates,
 modifies, deletes, file and directory renames, executable bits, files
