@@ -1505,6 +1505,49 @@ cmp_mline(const void *a, const void *b)
  * attachment of the directory, not a child: switching it off deletes it,
  * and it is never mistaken for an entry.
  */
+/* The entries an outs list (a SIG row's tail, an item's outs) names:
+ * each is a u16 length, the name, its 16-byte digest. The next one from
+ * *pos; false at the end. */
+static bool
+outs_next(const void *outs, size_t n, size_t *pos, const char **name,
+    uint16_t *len)
+{
+	const char *p = outs;
+
+	if (*pos + 2 > n)
+		return false;
+	memcpy(len, p + *pos, 2);
+	if (*pos + 2 + *len + 16 > n)
+		return false;
+	*name = p + *pos + 2;
+	*pos += 2 + (size_t)*len + 16;
+	return true;
+}
+
+/* The outs of the vanished items whose deletes the brake holds, from
+ * their SIG rows, appended to `out`. */
+static int
+held_outs(struct run *r, struct tend_buf *out)
+{
+	struct tend_txn *txn;
+	struct tend_buf k = TEND_BUF_INIT;
+	struct tend_bytes v;
+	int rc;
+
+	if ((rc = tend_store_read_begin(tend_engine_store(r->ws->eng), &txn)))
+		return rc;
+	for (size_t i = 0; i < r->nvanished; i++) {
+		sig_key(&k, r->app->name, r->vanished[i],
+		    strlen(r->vanished[i]));
+		if (tend_store_get(txn, TEND_T_SIG, k.ptr, k.len, &v) == 0 &&
+		    v.len > SIG_FIXED)
+			tend_buf_put(out, v.data + SIG_FIXED, v.len - SIG_FIXED);
+	}
+	tend_store_read_end(txn);
+	tend_buf_release(&k);
+	return 0;
+}
+
 static int
 declare_manifest(struct tend_comp *c, struct run *r)
 {
@@ -1516,44 +1559,24 @@ declare_manifest(struct tend_comp *c, struct run *r)
 	int rc;
 
 	/* what the brake holds stays in the target: in the manifest too */
-	if (r->hold && r->nvanished) {
-		struct tend_txn *txn;
-		struct tend_buf k = TEND_BUF_INIT;
-		struct tend_bytes v;
-
-		if ((rc = tend_store_read_begin(tend_engine_store(r->ws->eng),
-			 &txn)))
-			return rc;
-		for (size_t i = 0; i < r->nvanished; i++) {
-			sig_key(&k, r->app->name, r->vanished[i],
-			    strlen(r->vanished[i]));
-			if (tend_store_get(txn, TEND_T_SIG, k.ptr, k.len, &v) ==
-				0 && v.len > SIG_FIXED)
-				tend_buf_put(&held, v.data + SIG_FIXED,
-				    v.len - SIG_FIXED);
-		}
-		tend_store_read_end(txn);
-		tend_buf_release(&k);
-	}
+	if (r->hold && r->nvanished && (rc = held_outs(r, &held)))
+		return rc;
 	for (size_t i = 0; i <= r->nitems; i++) {
 		const struct tend_buf *o = i < r->nitems ? &r->items[i].outs
 							 : &held;
+		const char *name;
+		uint16_t len;
 
-		for (size_t pos = 0; pos + 2 <= o->len;) {
-			uint16_t len;
-
-			memcpy(&len, o->ptr + pos, 2);
-			if (pos + 2 + len + 16 > o->len)
-				break;
+		for (size_t pos = 0; outs_next(o->ptr, o->len, &pos, &name,
+			 &len);) {
 			if (n == cap) {
 				cap = cap ? cap * 2 : 256;
 				lines = tend_xrealloc(lines, cap * sizeof *lines);
 			}
-			lines[n].name = o->ptr + pos + 2;
+			lines[n].name = name;
 			lines[n].len = len;
-			lines[n].fp = (const uint8_t *)o->ptr + pos + 2 + len;
+			lines[n].fp = (const uint8_t *)name + len;
 			n++;
-			pos += 2 + len + 16;
 		}
 	}
 	if (n > 1)
@@ -1917,15 +1940,12 @@ tend_app_strays(struct tend_ws *ws, struct tend_app_config *app, bool remove,
 	tend_buf_putc(&prefix, 0);
 	tend_store_iter_init(&it, txn, TEND_T_SIG, prefix.ptr, prefix.len);
 	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
-		for (size_t pos = SIG_FIXED; pos + 2 <= v.len;) {
-			uint16_t len;
+		const char *name;
+		uint16_t len;
 
-			memcpy(&len, v.data + pos, 2);
-			if (pos + 2 + len + 16 > v.len)
-				break;
-			strays_add(&s, (const char *)v.data + pos + 2, len);
-			pos += 2 + len + 16;
-		}
+		for (size_t pos = SIG_FIXED;
+		     outs_next(v.data, v.len, &pos, &name, &len);)
+			strays_add(&s, name, len);
 	}
 	tend_store_iter_finish(&it);
 	tend_store_read_end(txn);
@@ -2336,10 +2356,10 @@ walk_opts(const struct tend_app_config *app, char **skip, size_t nskip)
 static void
 held_entries(struct run *r)
 {
-	struct tend_txn *txn;
-	struct tend_buf k = TEND_BUF_INIT, key = TEND_BUF_INIT;
+	struct tend_buf outs = TEND_BUF_INIT, key = TEND_BUF_INIT;
 	struct tend_buf disp = TEND_BUF_INIT;
-	struct tend_bytes v;
+	const char *name;
+	uint16_t len;
 
 	if (r->app->target == TEND_TARGET_FILE) {
 		r->res->held = tend_xcalloc(1, sizeof *r->res->held);
@@ -2348,35 +2368,20 @@ held_entries(struct run *r)
 		r->res->held_update = true;
 		return;
 	}
-	if (!r->target_name ||
-	    tend_store_read_begin(tend_engine_store(r->ws->eng), &txn))
+	if (!r->target_name || held_outs(r, &outs))
 		return;
-	for (size_t i = 0; i < r->nvanished; i++) {
-		sig_key(&k, r->app->name, r->vanished[i],
-		    strlen(r->vanished[i]));
-		if (tend_store_get(txn, TEND_T_SIG, k.ptr, k.len, &v) != 0)
-			continue;
-		for (size_t pos = SIG_FIXED; pos + 2 <= v.len;) {
-			uint16_t len;
+	for (size_t pos = 0; outs_next(outs.ptr, outs.len, &pos, &name, &len);) {
+		struct tend_key k = tend_key_strn(name, len);
 
-			memcpy(&len, v.data + pos, 2);
-			if (pos + 2 + len + 16 > v.len)
-				break;
-			struct tend_key name = tend_key_strn(
-			    (const char *)v.data + pos + 2, len);
-			tend_buf_reset(&key);
-			tend_buf_reset(&disp);
-			tend_key_format(&key, &name);
-			tend_display_path(&disp, r->target_name, key.ptr);
-			r->res->held = tend_xrealloc(r->res->held,
-			    (r->res->nheld + 1) * sizeof *r->res->held);
-			r->res->held[r->res->nheld++] =
-			    tend_buf_detach(&disp, NULL);
-			pos += 2 + len + 16;
-		}
+		tend_buf_reset(&key);
+		tend_buf_reset(&disp);
+		tend_key_format(&key, &k);
+		tend_display_path(&disp, r->target_name, key.ptr);
+		r->res->held = tend_xrealloc(r->res->held,
+		    (r->res->nheld + 1) * sizeof *r->res->held);
+		r->res->held[r->res->nheld++] = tend_buf_detach(&disp, NULL);
 	}
-	tend_store_read_end(txn);
-	tend_buf_release(&k);
+	tend_buf_release(&outs);
 	tend_buf_release(&key);
 	tend_buf_release(&disp);
 }

@@ -544,18 +544,26 @@ root_preview_child(struct tend_handler *base, const struct tend_key *key,
 
 /* ---- repositories ---- */
 
+/* A target's repository path: relative to the workspace, or absolute */
+static void
+repo_path(struct tend_context *ctx, const char *repo, struct tend_buf *out)
+{
+	const char *ws = tend_context_get(ctx, "workspace");
+
+	if (repo[0] == '/' || !ws)
+		tend_buf_puts(out, repo);
+	else
+		tend_buf_printf(out, "%s/%s", ws, repo);
+}
+
 static int
 open_repo(struct tend_context *ctx, const char *repo, git_repository **out)
 {
-	const char *ws = tend_context_get(ctx, "workspace");
 	struct tend_buf path = TEND_BUF_INIT;
 	int rc;
 
 	git_ready();
-	if (repo[0] == '/' || !ws)
-		tend_buf_puts(&path, repo);
-	else
-		tend_buf_printf(&path, "%s/%s", ws, repo);
+	repo_path(ctx, repo, &path);
 	rc = git_repository_open_ext(out, path.ptr,
 	    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL);
 	if (rc)
@@ -568,15 +576,11 @@ open_repo(struct tend_context *ctx, const char *repo, git_repository **out)
 static bool
 repo_missing(struct tend_context *ctx, const char *repo)
 {
-	const char *ws = tend_context_get(ctx, "workspace");
 	struct tend_buf path = TEND_BUF_INIT;
 	struct stat st;
 	bool missing;
 
-	if (repo[0] == '/' || !ws)
-		tend_buf_puts(&path, repo);
-	else
-		tend_buf_printf(&path, "%s/%s", ws, repo);
+	repo_path(ctx, repo, &path);
 	missing = lstat(path.ptr, &st) != 0 && errno == ENOENT;
 	tend_buf_release(&path);
 	return missing;
@@ -1016,27 +1020,40 @@ tag_is_ours(git_repository *repo, const char *tag, const git_oid *cur)
 	return ours;
 }
 
+/* A git-tags line (its own NUL-terminated copy, cut up here) as its
+ * fields: repository, tag, from, to, ref. False if it has fewer. */
+static bool
+tags_split(char *l, char *f[5])
+{
+	int k = 1;
+
+	f[0] = l;
+	for (char *t = l; k < 5 && (t = strchr(t, '\t')); k++) {
+		*t++ = '\0';
+		f[k] = t;
+	}
+	return k == 5;
+}
+
 /* Does tend's record say the tag follows `ref`? */
 static bool
 tag_follows(git_repository *repo, const char *tag, const char *ref)
 {
 	struct tend_buf text = TEND_BUF_INIT;
-	const char *l, *r;
-	size_t len, rl = strlen(ref);
+	const char *l;
+	char *f[5];
+	size_t len;
 	bool yes = true;
 
 	if (!tags_file)
 		return true;
 	tags_read(&text);
 	if ((l = tags_find(text.ptr, git_repository_path(repo), tag, &len))) {
-		/* the fifth field (absent in an older record: any ref) */
-		r = l;
-		for (int f = 0; f < 4 && r; f++) {
-			r = memchr(r, '\t', len - (size_t)(r - l));
-			r = r ? r + 1 : NULL;
-		}
-		yes = !r || ((size_t)(l + len - r) == rl &&
-				memcmp(r, ref, rl) == 0);
+		char *line = tend_xmemdup(l, len + 1);
+
+		line[len] = '\0';
+		yes = tags_split(line, f) && strcmp(f[4], ref) == 0;
+		free(line);
 	}
 	tend_buf_release(&text);
 	return yes;
@@ -1106,27 +1123,20 @@ tags_follow(git_repository *repo, const char *ref, const git_oid *from,
 {
 	struct tend_buf text = TEND_BUF_INIT, full = TEND_BUF_INIT;
 	const char *repo_path = git_repository_path(repo);
-	size_t rl = strlen(repo_path);
 
 	if (!tags_file)
 		return;
 	tags_read(&text);
 	for (char *l = text.ptr; l && *l;) {
-		char *nl = strchr(l, '\n'), *f[5] = {l};
-		int k = 1;
-
-		if (nl)
-			*nl = '\0';
-		for (char *t = l; k < 5 && (t = strchr(t, '\t')); k++) {
-			*t++ = '\0';
-			f[k] = t;
-		}
+		char *nl = strchr(l, '\n'), *f[5];
 		git_oid cur;
 		git_object *obj = NULL;
 		git_oid out;
 
-		if (k == 5 && strlen(f[0]) == rl && memcmp(f[0], repo_path, rl) ==
-			0 && strcmp(f[4], ref) == 0 && !in_tags(spec, f[1])) {
+		if (nl)
+			*nl = '\0';
+		if (tags_split(l, f) && strcmp(f[0], repo_path) == 0 &&
+		    strcmp(f[4], ref) == 0 && !in_tags(spec, f[1])) {
 			tend_buf_reset(&full);
 			tend_buf_printf(&full, "refs/tags/%s", f[1]);
 			if (git_reference_name_to_id(&cur, repo, full.ptr) == 0 &&
