@@ -1650,6 +1650,34 @@ mount_item(struct tend_comp *c, struct run *r, struct item *it)
 	return tend_mount(c, path, 2, item_body, &a, &o);
 }
 
+/* An app's git target spec; its message (with {app} expanded) in *msg */
+static void
+git_spec(const struct tend_app_config *app, struct tend_git_spec *spec,
+    struct tend_buf *msg)
+{
+	for (const char *p = app->message; *p;) {
+		if (strncmp(p, "{app}", 5) == 0) {
+			tend_buf_puts(msg, app->name);
+			p += 5;
+		} else
+			tend_buf_putc(msg, *p++);
+	}
+	if (!msg->ptr)
+		tend_buf_puts(msg, "");
+	*spec = (struct tend_git_spec){
+		.executable = strcmp(app->executable, "never") == 0
+		    ? TEND_GIT_NEVER
+		    : strcmp(app->executable, "always") == 0 ? TEND_GIT_ALWAYS
+							     : TEND_GIT_KEEP,
+		.exclusive = app->exclusive,
+		.allow_checked_out = app->allow_checked_out,
+		.message = msg->ptr,
+		.author = app->author ? app->author : "",
+		.tags = (const char *const *)app->tags.v,
+		.ntags = app->tags.n,
+	};
+}
+
 static int
 root_body(struct tend_comp *c, void *arg)
 {
@@ -1695,27 +1723,9 @@ root_body(struct tend_comp *c, void *arg)
 	} else {
 		/* git: a tree under (repository, ref, prefix) */
 		struct tend_buf msg = TEND_BUF_INIT, v = TEND_BUF_INIT;
-		const char *m = r->app->message;
+		struct tend_git_spec spec;
 
-		for (const char *p = m; *p;) {
-			if (strncmp(p, "{app}", 5) == 0) {
-				tend_buf_puts(&msg, r->app->name);
-				p += 5;
-			} else
-				tend_buf_putc(&msg, *p++);
-		}
-		struct tend_git_spec spec = {
-			.executable = strcmp(r->app->executable, "never") == 0
-			    ? TEND_GIT_NEVER
-			    : strcmp(r->app->executable, "always") == 0
-			    ? TEND_GIT_ALWAYS : TEND_GIT_KEEP,
-			.exclusive = r->app->exclusive,
-			.allow_checked_out = r->app->allow_checked_out,
-			.message = msg.ptr,
-			.author = r->app->author ? r->app->author : "",
-			.tags = (const char *const *)r->app->tags.v,
-			.ntags = r->app->tags.n,
-		};
+		git_spec(r->app, &spec, &msg);
 		struct tend_key parts[3] = {tend_key_str(r->app->target_path),
 		    tend_key_str(r->app->ref),
 		    tend_key_str(r->app->prefix ? r->app->prefix : "")};
@@ -1788,7 +1798,7 @@ static int cmp_str(const void *a, const void *b);
 struct strays {
 	char **names; /* declared entry names, sorted */
 	size_t n, cap;
-	const char *shown; /* the target as users name it */
+	const char *shown; /* the target's state path */
 	bool remove;
 	tend_stray_fn *fn;
 	void *arg;
@@ -1916,12 +1926,69 @@ strays_walk(struct strays *s, int dirfd, struct tend_buf *rel, int depth)
 	closedir(d);
 }
 
+/* A git target's: its tree under the prefix, at the ref's tip */
+static bool
+git_stray_declared(const char *rel, bool dir, void *arg)
+{
+	return strays_declared(arg, rel, dir);
+}
+
+static void
+git_stray(const char *rel, bool dir, void *arg)
+{
+	struct strays *s = arg;
+	struct tend_buf shown = TEND_BUF_INIT;
+
+	tend_buf_printf(&shown, "%s/%s%s", s->shown, rel, dir ? "/" : "");
+	s->count++;
+	if (s->fn)
+		s->fn(shown.ptr, s->arg);
+	tend_buf_release(&shown);
+}
+
+static int
+git_strays(struct tend_ws *ws, struct tend_app_config *app, struct strays *s)
+{
+	struct tend_buf msg = TEND_BUF_INIT, shown = TEND_BUF_INIT;
+	struct tend_git_spec spec;
+	struct tend_key parts[3] = {tend_key_str(app->target_path),
+	    tend_key_str(app->ref), tend_key_str(app->prefix ? app->prefix : "")};
+	struct tend_key k = tend_key_tuple(parts, 3);
+	char *repo = app->target_path[0] == '/' ? tend_xstrdup(app->target_path)
+						: path_join(ws->root, app->target_path);
+	size_t n;
+	int rc;
+
+	git_spec(app, &spec, &msg);
+	tend_buf_puts(&shown, "/@tend/git/");
+	tend_key_format(&shown, &k);
+	s->shown = shown.ptr;
+	struct tend_git_sweep sw = {
+		.repo = repo,
+		.state = ws->state_dir,
+		.ref = app->ref,
+		.prefix = app->prefix ? app->prefix : "",
+		.spec = &spec,
+		.message = "tend: sync --full: remove what the exclusive target "
+			   "does not declare",
+		.remove = s->remove,
+		.declared = git_stray_declared,
+		.stray = git_stray,
+		.arg = s,
+	};
+	rc = tend_git_sweep(&sw, &n);
+	s->shown = NULL;
+	free(repo);
+	tend_buf_release(&msg);
+	tend_buf_release(&shown);
+	return rc;
+}
+
 int
 tend_app_strays(struct tend_ws *ws, struct tend_app_config *app, bool remove,
     tend_stray_fn *fn, void *arg, size_t *count)
 {
-	struct strays s = {.shown = app->target_path, .remove = remove,
-	    .fn = fn, .arg = arg};
+	struct strays s = {.remove = remove, .fn = fn, .arg = arg};
 	struct tend_buf prefix = TEND_BUF_INIT, rel = TEND_BUF_INIT;
 	struct tend_txn *txn;
 	struct tend_iter it;
@@ -1929,7 +1996,8 @@ tend_app_strays(struct tend_ws *ws, struct tend_app_config *app, bool remove,
 	int rc, more;
 
 	*count = 0;
-	if (!app->exclusive || app->target != TEND_TARGET_DIR)
+	if (!app->exclusive || (app->target != TEND_TARGET_DIR &&
+				   app->target != TEND_TARGET_GIT))
 		return 0;
 	if ((rc = tend_ws_open(ws)) ||
 	    (rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
@@ -1952,17 +2020,28 @@ tend_app_strays(struct tend_ws *ws, struct tend_app_config *app, bool remove,
 	tend_buf_release(&prefix);
 	if (more < 0)
 		rc = more;
-	if (app->manifest)
+	if (app->manifest && app->target == TEND_TARGET_DIR)
 		strays_add(&s, app->manifest_name, strlen(app->manifest_name));
 	if (s.n > 1)
 		qsort(s.names, s.n, sizeof *s.names, cmp_str);
-	char *root = path_join(ws->root, app->target_path);
-	int fd = rc ? -1 : open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-	    O_CLOEXEC);
-	free(root);
-	if (fd >= 0) {
-		tend_buf_puts(&rel, "");
-		strays_walk(&s, fd, &rel, 0);
+	if (app->target == TEND_TARGET_GIT) {
+		if (rc == 0)
+			rc = git_strays(ws, app, &s);
+	} else {
+		struct tend_buf shown = TEND_BUF_INIT;
+
+		tend_buf_printf(&shown, "/@tend/dir/%s", app->target_path);
+		s.shown = shown.ptr;
+		char *root = path_join(ws->root, app->target_path);
+		int fd = rc ? -1 : open(root, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC);
+
+		free(root);
+		if (fd >= 0) {
+			tend_buf_puts(&rel, "");
+			strays_walk(&s, fd, &rel, 0);
+		}
+		tend_buf_release(&shown);
 	}
 	tend_buf_release(&rel);
 	for (size_t i = 0; i < s.n; i++)

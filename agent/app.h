@@ -145,11 +145,13 @@ int tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 void tend_app_result_finish(struct tend_app_result *res);
 
 /*
- * An exclusive dir app's strays: what is in its target but no entry of
- * it declares (per its last pass) - files, links (never followed), and
- * directories with nothing declared under them - each passed to `fn` as
- * "TARGET/path" ("out/sub/" for a directory). With `remove`, each goes.
- * Nothing for other apps.
+ * An exclusive app's strays: what is in its target (a directory, or a
+ * git tree under ref and prefix) but no entry of it declares (per its
+ * last pass) - files, links (never followed), and directories with
+ * nothing declared under them - each passed to `fn` as a state path
+ * ("/@tend/dir/out/sub/" for a directory; tend_state_display_path shows
+ * it). With `remove`, each goes (a git target's in one commit). Nothing
+ * for other apps.
  */
 typedef void tend_stray_fn(const char *path, void *arg);
 int tend_app_strays(struct tend_ws *ws, struct tend_app_config *app,

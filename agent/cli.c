@@ -527,11 +527,16 @@ struct stray_ctx {
 };
 
 static void
-plan_stray(const char *path, void *arg)
+plan_stray(const char *state_path, void *arg)
 {
 	struct stray_ctx *x = arg;
 	struct cli *c = x->c;
 	bool col = use_color(c);
+	struct tend_buf shown = TEND_BUF_INIT;
+	const char *path;
+
+	tend_state_display_path(&shown, state_path, false);
+	path = shown.ptr;
 
 	if (c->json) {
 		struct tend_buf *b = &c->json_items;
@@ -552,6 +557,7 @@ plan_stray(const char *path, void *arg)
 		printf("? %s %s  (not declared in an exclusive target: tend "
 		       "sync --full removes it)\n", x->app, path);
 	x->n++;
+	tend_buf_release(&shown);
 }
 
 static void

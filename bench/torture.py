@@ -90,12 +90,19 @@ class Torture:
                       "prefix": "site", "ref": "refs/heads/pages"}
         self.foreign = {}  # (ref, path) -> blob id: another author's
         self.strays = {}  # made while not exclusive: must survive
+        # another author's files under an exclusive prefix: strays,
+        # which check reports and sync --full removes
+        self.git_strays = set()
+        # where the git app's container was last synced: a drop wipes
+        # that subtree (if it was exclusive), whatever tend.conf says now
+        self.pages_synced = None
         self.nstray = 0
         self.durations = [0.05]
         self.stats = {"iterations": 0, "killed": 0, "finished": 0,
                       "by_timer": 0, "by_failpoint": 0, "full": 0,
                       "deferred": 0, "locks": 0, "drops": 0,
-                      "conflicts": 0, "strays": 0, "moves": 0}
+                      "conflicts": 0, "strays": 0, "git_strays": 0,
+                      "moves": 0}
         self.env = dict(os.environ, GIT_AUTHOR_NAME="t",
                         GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                         GIT_COMMITTER_EMAIL="t@t")
@@ -161,7 +168,11 @@ class Torture:
         commit = run("commit-tree", tree, "-p", tip, "-m",
                      "another author").stdout.decode().strip()
         os.unlink(idx)
-        if run("update-ref", ref, commit, tip).returncode == 0:
+        if run("update-ref", ref, commit, tip).returncode != 0:
+            return
+        if self.knobs["pages_exclusive"]:
+            self.git_strays.add((ref, path))
+        else:
             self.foreign[(ref, path)] = blob
 
     def forget_foreign(self, ref, prefix):
@@ -334,6 +345,7 @@ class Torture:
             if k["pages_exclusive"] and knob in ("prefix", "ref"):
                 # the exclusive container that goes wipes its subtree
                 self.forget_foreign(k["ref"], k["prefix"])
+                self.git_strays.clear()
             if knob == "file_mode":
                 k[knob] = "0600" if k[knob] == "0644" else "0644"
             elif knob == "executable":
@@ -345,8 +357,19 @@ class Torture:
                     if k[knob] == "refs/heads/pages" else "refs/heads/pages"
             else:
                 k[knob] = not k[knob]
-            if knob == "pages_exclusive" and k[knob]:
+            if knob == "pages_exclusive" and k[knob] or \
+                    k["pages_exclusive"] and knob in ("prefix", "ref"):
+                # switched on, or moved to a place that is exclusive
+                # now: what is there is not declared, check says so,
+                # and sync --full removes it
                 self.forget_foreign(k["ref"], k["prefix"])
+            if knob == "pages_exclusive" and not k[knob]:
+                # no sync ran since they were made: they are there, and
+                # now someone else's to keep
+                for rp in self.git_strays:
+                    self.foreign[rp] = self.git("rev-parse", "%s:%s" % rp
+                                                ).strip()
+                self.git_strays.clear()
             self.stats["moves"] += knob in ("prefix", "ref")
             if knob == "site_exclusive" and k[knob]:
                 self.strays.clear()  # destructive: they may go now
@@ -370,8 +393,11 @@ class Torture:
             # a drop killed halfway: converge() runs it again
             self.dropped = r.choice(["site", "gen", "multi", "pages",
                                      "flat", "idx"])
-            if self.dropped == "pages" and self.knobs["pages_exclusive"]:
-                self.forget_foreign(self.knobs["ref"], self.knobs["prefix"])
+            if self.dropped == "pages" and self.pages_synced and \
+                    self.pages_synced[2]:
+                self.forget_foreign(*self.pages_synced[:2])
+            if self.dropped == "pages":
+                self.git_strays.clear()
             args = ["drop", self.dropped]
             self.stats["drops"] += 1
         elif r.random() < 0.2:
@@ -509,7 +535,10 @@ class Torture:
             left = ["index.txt"] if os.path.exists(
                 os.path.join(self.ws, "index.txt")) else []
         elif app == "pages":
-            ref, prefix = self.knobs["ref"], self.knobs["prefix"]
+            # where the dropped container was (tend.conf may name
+            # another place since)
+            ref, prefix = self.pages_synced[:2] if self.pages_synced \
+                else (self.knobs["ref"], self.knobs["prefix"])
             ls = subprocess.run(["git", "-C", "repo.git", "ls-tree", "-r",
                                  "--name-only", ref, prefix + "/"],
                                 cwd=self.ws, stdout=subprocess.PIPE,
@@ -581,6 +610,29 @@ class Torture:
             rc2, o2, e2 = self.tend_run("sync", "--full", "--allow-delete")
             self.expect(rc2 == rc, "sync --full for strays: exit %d" % rc2)
             self.stats["strays"] += len(left)
+        # the same for another author's files under an exclusive prefix
+        ref, prefix = self.knobs["ref"], self.knobs["prefix"]
+        if self.knobs["pages_exclusive"]:
+            ls = subprocess.run(["git", "-C", "repo.git", "ls-tree", "-r",
+                                 "--name-only", ref, prefix + "/"],
+                                cwd=self.ws, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
+            left = sorted(p for p in ls.stdout.decode().split()
+                          if p[len(prefix) + 1:] not in srcs and
+                          (ref, p) not in self.foreign)
+            if left:
+                rc2, o2, e2 = self.tend_run("check")
+                self.expect(rc2 == 1 and all(
+                    ":%s: not declared" % p[len(prefix) + 1:] in o2
+                    for p in left),
+                    "check: strays %s under an exclusive prefix not "
+                    "reported: %s" % (left, o2[-300:]))
+                rc2, o2, e2 = self.tend_run("sync", "--full",
+                                            "--allow-delete")
+                self.expect(rc2 == rc, "sync --full for git strays: exit %d"
+                            % rc2)
+                self.stats["git_strays"] += len(left)
+        self.git_strays.clear()
         # idx: every source, concatenated in path order (`exec cat`)
         got = open(os.path.join(self.ws, "index.txt"), "rb").read() \
             if os.path.exists(os.path.join(self.ws, "index.txt")) else None
@@ -708,6 +760,8 @@ class Torture:
                      if failing or collide else "No changes" in out),
                     "plan after converging: exit %d: %s %s" %
                     (rc, out[-400:], err[-200:]))
+        k = self.knobs
+        self.pages_synced = (k["ref"], k["prefix"], k["pages_exclusive"])
 
     def run(self, iterations):
         for it in range(1, iterations + 1):
@@ -762,12 +816,13 @@ def main():
           "times (%d by timer, %d at a failpoint%s), %d runs finished "
           "before the kill, %d --full, %d drops, %d ref locks left and "
           "cleared, %d converged with name conflicts, %d exclusive strays "
-          "removed by --full, %d prefix or ref moves, %d foreign files "
+          "removed by --full (%d of them git), %d prefix or ref moves, %d foreign files "
           "kept, %.1f s" %
           (" --agent" if a.agent else "", a.seed, s["iterations"],
            s["killed"], s["by_timer"], s["by_failpoint"], deferred,
            s["finished"], s["full"], s["drops"], s["locks"],
-           s["conflicts"], s["strays"], s["moves"], len(t.foreign),
+           s["conflicts"], s["strays"] + s["git_strays"], s["git_strays"],
+           s["moves"], len(t.foreign),
            time.time() - t0))
     if ok or not a.keep:
         shutil.rmtree(t.ws, ignore_errors=True)

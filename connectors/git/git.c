@@ -2089,3 +2089,148 @@ tend_git_register(struct tend_engine *eng)
 	return tend_engine_register_root(eng, TEND_GIT,
 	    &handler_new(H_ROOT, NULL, NULL, NULL, NULL)->base, NULL);
 }
+
+/* ---- an exclusive prefix's strays ---- */
+
+struct sweep_walk {
+	const struct tend_git_sweep *s;
+	struct tend_buf rel;
+	char **rm; /* paths from the repository's root */
+	size_t n, cap;
+	int depth;
+};
+
+static void
+sweep_tree(struct sweep_walk *w, git_repository *repo, const git_tree *t)
+{
+	const struct tend_git_sweep *s = w->s;
+
+	for (size_t i = 0; i < git_tree_entrycount(t); i++) {
+		const git_tree_entry *e = git_tree_entry_byindex(t, i);
+		bool dir = git_tree_entry_type(e) == GIT_OBJECT_TREE;
+		size_t mark = w->rel.len;
+
+		if (w->rel.len)
+			tend_buf_putc(&w->rel, '/');
+		tend_buf_puts(&w->rel, git_tree_entry_name(e));
+		if (dir && w->depth < 256 && s->declared(w->rel.ptr, true,
+						 s->arg)) {
+			git_tree *sub = NULL;
+
+			if (git_tree_lookup(&sub, repo, git_tree_entry_id(e)) ==
+			    0) {
+				w->depth++;
+				sweep_tree(w, repo, sub);
+				w->depth--;
+			}
+			git_tree_free(sub);
+			git_error_clear();
+		} else if (!s->declared(w->rel.ptr, false, s->arg)) {
+			struct tend_buf full = TEND_BUF_INIT;
+
+			s->stray(w->rel.ptr, dir, s->arg);
+			join_path(&full, s->prefix, w->rel.ptr);
+			if (w->n == w->cap) {
+				w->cap = w->cap ? w->cap * 2 : 64;
+				w->rm = tend_xrealloc(w->rm,
+				    w->cap * sizeof *w->rm);
+			}
+			w->rm[w->n++] = tend_buf_detach(&full, NULL);
+		}
+		w->rel.len = mark;
+		w->rel.ptr[mark] = '\0';
+	}
+}
+
+int
+tend_git_sweep(const struct tend_git_sweep *s, size_t *count)
+{
+	git_repository *repo = NULL;
+	git_oid tip;
+	git_commit *c = NULL;
+	git_tree *root = NULL, *t = NULL;
+	git_tree_entry *e = NULL;
+	struct sweep_walk w = {.s = s, .rel = TEND_BUF_INIT};
+	struct tend_buf tf = TEND_BUF_INIT, tags = TEND_BUF_INIT;
+	char *where = NULL, *locks = NULL;
+	struct update *ups = NULL;
+	struct spec sp = {0};
+	int rc = 0;
+
+	*count = 0;
+	git_ready();
+	if (git_repository_open_ext(&repo, s->repo,
+		GIT_REPOSITORY_OPEN_NO_SEARCH, NULL)) {
+		/* not there: nothing of anyone's to sweep */
+		git_error_clear();
+		return 0;
+	}
+	if (git_reference_name_to_id(&tip, repo, s->ref) ||
+	    git_commit_lookup(&c, repo, &tip) || git_commit_tree(&root, c))
+		goto out; /* no ref yet: nothing under it */
+	if (!s->prefix[0])
+		t = root;
+	else if (git_tree_entry_bypath(&e, root, s->prefix) == 0 &&
+	    git_tree_entry_type(e) == GIT_OBJECT_TREE &&
+	    git_tree_lookup(&t, repo, git_tree_entry_id(e)) != 0)
+		t = NULL;
+	git_error_clear();
+	tend_buf_puts(&w.rel, "");
+	if (t)
+		sweep_tree(&w, repo, t);
+	*count = w.n;
+	if (!s->remove || !w.n)
+		goto out;
+	if (!s->spec->allow_checked_out && checked_out(repo, s->ref, &where)) {
+		rc = tend_error_set(TEND_ECONFLICT,
+		    "git: %s is checked out in %s: refusing to write it; set "
+		    "allow-checked-out = true to do it anyway", s->ref, where);
+		goto out;
+	}
+	ups = tend_xcalloc(w.n + 1, sizeof *ups);
+	for (size_t i = 0; i < w.n; i++) {
+		ups[i].path = w.rm[i];
+		ups[i].seq = i;
+		ups[i].u.action = GIT_TREE_UPDATE_REMOVE;
+	}
+	/* the app's tags follow the commit, as after its own */
+	for (size_t i = 0; i < s->spec->ntags; i++)
+		tend_buf_put(&tags, s->spec->tags[i],
+		    strlen(s->spec->tags[i]) + 1);
+	sp.message = (char *)s->message;
+	sp.author = (char *)s->spec->author;
+	sp.tags = tags.ptr ? tags.ptr : (char *)"";
+	sp.tagslen = tags.len;
+	if (s->state) {
+		tend_buf_printf(&tf, "%s/git-locks", s->state);
+		locks = tend_buf_detach(&tf, NULL);
+		locks_recover(locks);
+		locks_begin(locks);
+		locks_list = locks;
+		tend_buf_printf(&tf, "%s/git-tags", s->state);
+		tags_file = tf.ptr;
+	}
+	rc = commit_updates(repo, s->ref, ups, w.n, "", false, &sp, w.n, NULL);
+	if (locks)
+		unlink(locks);
+	locks_list = NULL;
+	tags_file = NULL;
+out:
+	free(ups);
+	free(where);
+	free(locks);
+	for (size_t i = 0; i < w.n; i++)
+		free(w.rm[i]);
+	free(w.rm);
+	tend_buf_release(&w.rel);
+	tend_buf_release(&tf);
+	tend_buf_release(&tags);
+	git_tree_entry_free(e);
+	if (t != root)
+		git_tree_free(t);
+	git_tree_free(root);
+	git_commit_free(c);
+	git_repository_free(repo);
+	git_error_clear();
+	return rc;
+}

@@ -37,4 +37,26 @@ struct tend_git_spec {
 int tend_git_register(struct tend_engine *eng);
 void tend_git_encode_spec(struct tend_buf *out, const struct tend_git_spec *s);
 
+/*
+ * An exclusive target's strays: the entries of `ref`:`prefix` (at its
+ * tip) that no declared entry is or lies under. `declared` answers for a
+ * path relative to the prefix (a tree: is anything declared under it?);
+ * `stray` hears of each, in tree order. With `remove`, one commit on
+ * the ref deletes them all (`message`, the spec's author; the spec's
+ * tags follow it, as after a sync). A repository or ref that does not
+ * exist has none. *count: how many.
+ */
+struct tend_git_sweep {
+	const char *repo;  /* its path */
+	const char *state; /* tend's state directory (tags, locks), or NULL */
+	const char *ref, *prefix;
+	const struct tend_git_spec *spec;
+	const char *message;
+	bool remove;
+	bool (*declared)(const char *rel, bool dir, void *arg);
+	void (*stray)(const char *rel, bool dir, void *arg);
+	void *arg;
+};
+int tend_git_sweep(const struct tend_git_sweep *s, size_t *count);
+
 #endif

@@ -220,4 +220,43 @@ sed -i 's|refs/heads/pages|refs/heads/gh|' tend.conf
 run sync; expect_rc 0 "ref change with a tag"
 [ "$(git -C repo8 rev-parse latest 2>&1)" = "$(git -C repo8 rev-parse gh)" ] || fail "the tag after the ref change: $(git -C repo8 rev-parse latest 2>&1)"
 run check; expect_rc 0 "no drift"
+
+# exclusive: another author's files added later under the prefix are
+# drift for check, shown by plan, removed by sync --full in one commit of
+# their own; what is outside the prefix stays, and so does a tag's place
+rm -rf .tend repo9 && git init -q repo9
+cat > tend.conf <<'CONF'
+[app "pages"]
+	source = src6
+	target = git:repo9
+	ref = refs/heads/pages
+	prefix = site
+	tag = latest
+	exclusive = true
+CONF
+run sync; expect_rc 0 "exclusive git app"
+mine=$(git -C repo9 ls-tree -r --name-only pages | tr '\n' ' ')
+git -C repo9 worktree add -q "$WS/wt9" pages 2>/dev/null
+mkdir -p "$WS/wt9/site/extra"; echo x > "$WS/wt9/site/stray.txt"; echo y > "$WS/wt9/site/extra/y"; echo z > "$WS/wt9/outside.txt"
+git -C "$WS/wt9" add -A && git -C "$WS/wt9" commit -qm "another author"
+git -C repo9 worktree remove --force "$WS/wt9"
+run sync; expect_rc 0 "a plain sync never reads the target"
+[ "$(git -C repo9 log -1 --format=%s pages)" = "another author" ] || fail "a plain sync committed"
+run check; expect_rc 1 "strays under an exclusive prefix are drift"
+expect_in "$OUT" 'drift git("repo9", "refs/heads/pages", "site"):extra/: not declared' "check names the directory"
+expect_in "$OUT" 'drift git("repo9", "refs/heads/pages", "site"):stray.txt: not declared' "check names the file"
+expect_not_in "$OUT" "outside.txt" "outside the prefix is not the app's"
+run plan; expect_rc 3 "plan shows the strays"
+expect_in "$OUT" '? pages git("repo9", "refs/heads/pages", "site"):stray.txt' "plan names the file"
+before=$(git -C repo9 rev-parse pages)
+run sync --full; expect_rc 0 "sync --full removes the strays"
+have=$(git -C repo9 ls-tree -r --name-only pages | tr '\n' ' ')
+[ "$have" = "outside.txt $mine" ] || fail "after sync --full: $have (tend's: $mine)"
+[ "$(git -C repo9 rev-list --count "$before..pages")" = 1 ] || fail "the strays go in one commit"
+expect_in "$(git -C repo9 log -1 --format=%s pages)" "remove what the exclusive target does not declare" "the commit says why"
+[ "$(git -C repo9 rev-parse latest)" = "$(git -C repo9 rev-parse pages)" ] || fail "tend's tag follows the sweep"
+git -C repo9 merge-base --is-ancestor "$before" pages || fail "the other author's commit is kept in history"
+run check; expect_rc 0 "no drift after sync --full"
+run plan; expect_rc 0 "converged"
+git -C repo9 fsck --strict >/dev/null 2>&1 || fail "fsck --strict repo9"
 finish
