@@ -524,6 +524,12 @@ root_open_child(struct tend_handler *base, const struct tend_key *key,
 			spec.message = strdup("");
 			spec.author = strdup("");
 			spec.tags = strdup("");
+		} else {
+			/* its entries go without their declaration (drop, or
+			 * the app moved away): their commit says so, unless
+			 * it also holds entries written (apply_group) */
+			free(spec.message);
+			spec.message = strdup("tend: drop");
 		}
 		h = handler_new(H_ENTRIES, repo, ref, prefix, &spec);
 	}
@@ -1809,12 +1815,17 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			use_pack = true;
 	}
 	size_t nput = 0;
+	bool put_spec = false;
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct git_action *a = acts[i];
 
 		if (a->kind != A_PUT && a->kind != A_DEL)
 			continue;
-		spec = &a->spec;
+		/* the commit's message and author: a written entry's, else
+		 * a deleted one's */
+		if (!spec || (a->kind == A_PUT && !put_spec))
+			spec = &a->spec;
+		put_spec |= a->kind == A_PUT;
 		join_path(&path, a->prefix, a->path);
 		size_t k = nu++;
 		ups[k].path = tend_xstrdup(path.ptr);

@@ -98,6 +98,7 @@ run sync; expect_rc 0 "prefix change beside a foreign file"
 have=$(git -C repo2 ls-tree -r --name-only pages | tr '\n' ' ')
 [ "$have" = "site/extra/y site/stray.txt web/a web/b " ] || fail "after the prefix change: $have"
 run drop pages; expect_rc 0 "drop"
+[ "$(git -C repo2 log -1 --format=%s pages)" = "tend: drop" ] || fail "the drop's commit says so: $(git -C repo2 log -1 --format=%s pages)"
 have=$(git -C repo2 ls-tree -r --name-only pages | tr '\n' ' ')
 [ "$have" = "site/extra/y site/stray.txt " ] || fail "after the drop: $have"
 git -C repo2 fsck --strict >/dev/null 2>&1 || fail "fsck repo2"
