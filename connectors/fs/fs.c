@@ -32,6 +32,7 @@
 #include "tend/arena.h"
 #include "tend/failpoint.h"
 #include "tend/status.h"
+#include "tend/plugin.h"
 #include "tend/target.h"
 
 #define REC_VERSION 1
@@ -1171,4 +1172,19 @@ tend_fs_register(struct tend_engine *eng)
 		return rc;
 	}
 	return tend_engine_register_root(eng, TEND_FS_FILE, &f->base, NULL);
+}
+
+bool
+tend_entry_decode(const void *desired, size_t len, struct tend_entry *out,
+    struct tend_arena *arena)
+{
+	struct tend_entry_spec e;
+
+	if (!decode_entry(desired, len, &e, arena))
+		return false;
+	out->fp = e.fp;
+	out->size = e.size;
+	out->mode = e.mode;
+	out->src = e.src;
+	return true;
 }
