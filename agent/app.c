@@ -41,6 +41,7 @@
 #include "store.h"
 #include "tend/arena.h"
 #include "tend/failpoint.h"
+#include "tend/plugin.h"
 #include "tend/status.h"
 #include "walk.h"
 
@@ -162,6 +163,10 @@ tend_ws_load(struct tend_ws *ws, const char *dir, const char *conf,
 	tend_buf_release(&text);
 	if (rc == 0)
 		ws->state_dir = path_join(ws->root, ws->cfg.state);
+	/* every command loads the connector plugins: a check or a drop
+	 * needs them as much as a sync */
+	if (rc == 0)
+		rc = tend_ws_connectors_load(ws, &ws->cfg, err);
 	return rc;
 }
 
@@ -194,6 +199,8 @@ tend_ws_reload(struct tend_ws *ws, struct tend_buf *err)
 		tend_buf_puts(err, msg);
 		free(msg);
 		rc = TEND_EINVALID;
+	} else if ((rc = tend_ws_connectors_load(ws, &cfg, err)) != 0) {
+		tend_config_finish(&cfg); /* the old one stays */
 	} else {
 		/* apps of tend_main stay: they are not in the file */
 		for (size_t i = 0; i < ws->cfg.napps; i++) {
@@ -268,9 +275,9 @@ tend_ws_open(struct tend_ws *ws)
 	tend_engine_set_resource(ws->eng, "state", ws->state_dir);
 	staging_setup(ws);
 	set_fsync(ws);
-	if ((rc = tend_fs_register(ws->eng)))
+	if ((rc = tend_fs_register(ws->eng)) || (rc = tend_git_register(ws->eng)))
 		return rc;
-	return tend_git_register(ws->eng);
+	return tend_ws_connectors_register(ws);
 }
 
 static int
@@ -383,6 +390,7 @@ tend_ws_close(struct tend_ws *ws)
 		ws->wlock = 0;
 	}
 	tend_engine_close(ws->eng);
+	tend_ws_connectors_close(ws);
 	for (size_t i = 0; i < ws->nplugins; i++) {
 		free(ws->plugins[i].spec);
 		free(ws->plugins[i].path);
@@ -1720,6 +1728,24 @@ root_body(struct tend_comp *c, void *arg)
 		}
 		o.input_fp = tend_hasher_final(&h);
 		return tend_mount(c, &path, 1, aggregate_body, r, &o);
+	} else if (r->app->target == TEND_TARGET_PLUGIN) {
+		/* a plugin's container, declared here as dir: and git:
+		 * ones are: the app's, whatever source runs */
+		struct tend_buf key = TEND_BUF_INIT, v = TEND_BUF_INIT;
+		const struct tend_connector_plugin *d =
+		    tend_ws_connector(r->ws, r->app->target_type);
+
+		rc = tend_ws_connector_container(r->ws, r->app, &key, &v);
+		if (rc == 0) {
+			struct tend_key k = tend_key_str(key.ptr);
+
+			rc = tend_mount_target(c, tend_engine_root(eng, d->root),
+			    &k, v.ptr, v.len, &r->target);
+		}
+		tend_buf_release(&key);
+		tend_buf_release(&v);
+		if (rc)
+			return rc;
 	} else {
 		/* git: a tree under (repository, ref, prefix) */
 		struct tend_buf msg = TEND_BUF_INIT, v = TEND_BUF_INIT;
@@ -2339,6 +2365,12 @@ app_logic(const struct tend_app_config *a)
 		tend_hasher_str(&h, a->ref ? a->ref : "");
 		tend_hasher_str(&h, a->prefix ? a->prefix : "");
 	}
+	/* a plugin target's type and keys: another container, maybe */
+	if (a->target == TEND_TARGET_PLUGIN) {
+		tend_hasher_str(&h, a->target_type);
+		for (size_t i = 0; i < a->plugin_values.n; i++)
+			tend_hasher_str(&h, a->plugin_values.v[i]);
+	}
 	/* outputs of exec and plugin items are remembered for the
 	 * manifest only when they run: switching it on runs them */
 	if (a->declare != TEND_DECLARE_COPY)
@@ -2766,6 +2798,23 @@ existing_target(struct tend_ws *ws, struct tend_app_config *app)
 
 		return tend_engine_child_provider(eng,
 		    tend_engine_root(eng, TEND_GIT), &k);
+	}
+	if (app->target == TEND_TARGET_PLUGIN) {
+		const struct tend_connector_plugin *d =
+		    tend_ws_connector(ws, app->target_type);
+		struct tend_buf key = TEND_BUF_INIT, v = TEND_BUF_INIT;
+		struct tend_provider *p = NULL;
+
+		if (d && tend_ws_connector_container(ws, app, &key, &v) == 0) {
+			struct tend_key k = tend_key_str(key.ptr);
+
+			p = tend_engine_child_provider(eng,
+			    tend_engine_root(eng, d->root), &k);
+		}
+		tend_error_clear();
+		tend_buf_release(&key);
+		tend_buf_release(&v);
+		return p;
 	}
 	return NULL;
 }

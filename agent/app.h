@@ -29,6 +29,8 @@ struct plugin {
 };
 
 struct tend_ws {
+	struct connector *connectors; /* [plugin] sections (connector.c) */
+	size_t nconnectors;
 	struct plugin *plugins;
 	size_t nplugins;
 	void **old_dls;	 /* replaced plugins, closed with the workspace */
@@ -51,6 +53,25 @@ struct tend_ws {
 	} *conflicts;
 	size_t nconflicts;
 };
+
+/*
+ * Connector plugins (connector.c): load every [plugin] of `cfg` not
+ * loaded yet and check the keys of the apps that target them (each
+ * problem a "file:line: key: message" line in err; TEND_EINVALID), then,
+ * if the engine is open, register their roots. tend_ws_load and
+ * tend_ws_reload call it; tend_ws_open registers.
+ */
+struct tend_connector_plugin;
+int tend_ws_connectors_load(struct tend_ws *ws, struct tend_config *cfg,
+    struct tend_buf *err);
+int tend_ws_connectors_register(struct tend_ws *ws);
+void tend_ws_connectors_close(struct tend_ws *ws);
+const struct tend_connector_plugin *tend_ws_connector(struct tend_ws *ws,
+    const char *type);
+/* The container (key, value) of app `a`'s plugin target. */
+int tend_ws_connector_container(struct tend_ws *ws,
+    const struct tend_app_config *a, struct tend_buf *key,
+    struct tend_buf *value);
 
 /*
  * Find the workspace (from `dir`, or the cwd, upwards to the first

@@ -21,6 +21,7 @@ enum tend_target_kind {
 	TEND_TARGET_DIR = 1,
 	TEND_TARGET_FILE,
 	TEND_TARGET_GIT,
+	TEND_TARGET_PLUGIN, /* TYPE:ARG of a [plugin "TYPE"] section */
 };
 
 enum tend_declare_kind {
@@ -33,6 +34,13 @@ enum tend_declare_kind {
 struct tend_strv {
 	char **v;
 	size_t n;
+};
+
+/* A key of an [app] that none of tend's own keys is: a plugin target's
+ * (validated by the host once the plugin is loaded), or an error. */
+struct tend_kv {
+	char *key, *value;
+	int line;
 };
 
 struct tend_app_config {
@@ -62,9 +70,23 @@ struct tend_app_config {
 	char *symlinks; /* skip | copy | copy-any */
 	struct tend_strv tags;
 	bool allow_checked_out;
+	/* plugin targets: the type (a [plugin] name), the app's other keys
+	 * as written, and (filled by the host from the plugin's key list)
+	 * each key's value in the plugin's order, defaults applied */
+	char *target_type;
+	struct tend_kv *pkeys;
+	size_t npkeys;
+	struct tend_strv plugin_values;
 	/* TEND_DECLARE_CODE: set by the embedding program, not parsed */
 	void *code_fn;
 	unsigned code_version;
+};
+
+/* [plugin "NAME"]: a shared object adding the target type NAME */
+struct tend_plugin_config {
+	char *name;
+	char *path; /* relative to the workspace, or absolute */
+	int line;
 };
 
 struct tend_config {
@@ -74,6 +96,9 @@ struct tend_config {
 	bool fsync; /* fsync written entries and their directories */
 	struct tend_app_config *apps;
 	size_t napps;
+	struct tend_plugin_config *plugins;
+	size_t nplugins;
+	char *file; /* the name diagnostics use for tend.conf */
 };
 
 struct tend_diag {

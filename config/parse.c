@@ -24,6 +24,14 @@ xmalloc(size_t n)
 	return p;
 }
 
+static void *
+xrealloc(void *p, size_t n)
+{
+	if (!(p = realloc(p, n ? n : 1)))
+		abort();
+	return p;
+}
+
 static char *
 xstrndup(const char *s, size_t n)
 {
@@ -519,8 +527,25 @@ store(struct ctx *x, const struct opt *o, void *base, const char *value,
 				return 0;
 			}
 		}
+		/* TYPE:ARG: a plugin's target type (checked once every
+		 * [plugin] section is read) */
+		const char *colon = strchr(value, ':');
+		bool word = colon && colon > value && colon[1];
+		for (const char *q = value; word && q < colon; q++)
+			word = isalnum((unsigned char)*q) || *q == '-' ||
+			    *q == '_';
+		if (word) {
+			app->target = TEND_TARGET_PLUGIN;
+			free(app->target_type);
+			app->target_type = xstrndup(value,
+			    (size_t)(colon - value));
+			free(app->target_path);
+			app->target_path = xstrdup(colon + 1);
+			return 0;
+		}
 		diag(x->d, x->file, line, fullkey,
-		    "expected dir:PATH, file:PATH or git:REPO; got \"%s\"",
+		    "expected dir:PATH, file:PATH, git:REPO or TYPE:ARG of a "
+		    "[plugin \"TYPE\"]; got \"%s\"",
 		    value);
 		return -1;
 	}
@@ -570,6 +595,19 @@ find_app(struct tend_config *cfg, const char *name)
 }
 
 static void
+unknown_key(struct ctx *x, const char *section, const char *key, int line,
+    const char *fullkey)
+{
+	const char *near = closest(section, key);
+
+	if (near)
+		diag(x->d, x->file, line, fullkey,
+		    "unknown key; did you mean \"%s\"?", near);
+	else
+		diag(x->d, x->file, line, fullkey, "unknown key");
+}
+
+static void
 entry(struct ctx *x, const char *section, const char *sub, const char *key,
     const char *value, int line)
 {
@@ -581,6 +619,18 @@ entry(struct ctx *x, const char *section, const char *sub, const char *key,
 		    key);
 	else
 		snprintf(fullkey, sizeof fullkey, "%s.%s", section, key);
+	if (strcmp(section, "plugin") == 0 && sub) {
+		struct tend_plugin_config *pc = &x->cfg->plugins[
+		    x->cfg->nplugins - 1];
+
+		if (strcasecmp(key, "path") == 0) {
+			free(pc->path);
+			pc->path = xstrdup(value);
+		} else
+			diag(x->d, x->file, line, fullkey, "unknown key; a "
+			    "[plugin] section has only \"path\" (FILE.so)");
+		return;
+	}
 	if (strcmp(section, "tend") == 0 && !sub)
 		base = x->cfg;
 	else if (strcmp(section, "app") == 0 && sub) {
@@ -603,12 +653,17 @@ entry(struct ctx *x, const char *section, const char *sub, const char *key,
 			return;
 		}
 	}
-	const char *near = closest(section, key);
-	if (near)
-		diag(x->d, x->file, line, fullkey,
-		    "unknown key; did you mean \"%s\"?", near);
-	else
-		diag(x->d, x->file, line, fullkey, "unknown key");
+	if (base != x->cfg) {
+		/* maybe a plugin target's key: known once the target is */
+		struct tend_app_config *app = base;
+
+		app->pkeys = xrealloc(app->pkeys,
+		    (app->npkeys + 1) * sizeof *app->pkeys);
+		app->pkeys[app->npkeys++] = (struct tend_kv){xstrdup(key),
+		    xstrdup(value), line};
+		return;
+	}
+	unknown_key(x, section, key, line, fullkey);
 }
 
 /* ---- the lexer ---- */
@@ -1165,7 +1220,10 @@ app_checks(struct tend_config *cfg, const char *origin, const char *root,
 	for (size_t i = 0; i < cfg->napps; i++) {
 		struct tend_app_config *a = &cfg->apps[i];
 
-		pl[i].target = !a->target_path ? NULL
+		/* a plugin's target is its own business: no place here */
+		pl[i].target = !a->target_path ||
+			a->target == TEND_TARGET_PLUGIN
+		    ? NULL
 		    : a->target == TEND_TARGET_GIT
 		    ? repo_place(root, a->target_path)
 		    : place(root, a->target_path);
@@ -1199,6 +1257,7 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 	size_t before = diags->n;
 
 	memset(out, 0, sizeof *out);
+	out->file = xstrdup(origin);
 	out->state = xstrdup(".tend");
 	out->debounce_ms = 20;
 	out->max_delay_ms = 1000;
@@ -1268,9 +1327,33 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 					out->apps[out->napps].line = line;
 					out->napps++;
 				}
-			} else if (strcmp(section, "app") == 0) {
+			} else if (strcmp(section, "plugin") == 0 && sub) {
+				struct tend_plugin_config *pc = NULL;
+
+				for (size_t i = 0; i < out->nplugins; i++)
+					if (strcmp(out->plugins[i].name, sub) ==
+					    0)
+						pc = &out->plugins[i];
+				if (pc) {
+					/* one section per plugin: keep it last
+					 * so its keys land in it */
+					struct tend_plugin_config t = *pc;
+
+					*pc = out->plugins[out->nplugins - 1];
+					out->plugins[out->nplugins - 1] = t;
+				} else {
+					out->plugins = xrealloc(
+					    out->plugins, (out->nplugins + 1) *
+						sizeof *out->plugins);
+					out->plugins[out->nplugins++] =
+					    (struct tend_plugin_config){
+						xstrdup(sub), NULL, line};
+				}
+			} else if (strcmp(section, "app") == 0 ||
+			    strcmp(section, "plugin") == 0) {
 				diag(diags, origin, line, NULL,
-				    "[app] needs a name: [app \"NAME\"]");
+				    "[%s] needs a name: [%s \"NAME\"]", section,
+				    section);
 			} else if (strcmp(section, "tend") != 0) {
 				diag(diags, origin, line, NULL,
 				    "unknown section [%s]", section);
@@ -1346,7 +1429,8 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 			diag(diags, origin, a->line, k,
 			    "source must be relative to the workspace");
 		if (a->target_path && a->target_path[0] == '/' &&
-		    a->target != TEND_TARGET_GIT)
+		    a->target != TEND_TARGET_GIT &&
+		    a->target != TEND_TARGET_PLUGIN)
 			diag(diags, origin, a->line, k,
 			    "target path must be relative to the workspace");
 		if (a->target == TEND_TARGET_FILE &&
@@ -1367,7 +1451,8 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 			    "symlinks must be skip, copy or copy-any");
 		else if (strcmp(a->symlinks, "skip") != 0 &&
 		    (a->declare != TEND_DECLARE_COPY ||
-			a->target == TEND_TARGET_FILE))
+			(a->target != TEND_TARGET_DIR &&
+			    a->target != TEND_TARGET_GIT)))
 			diag(diags, origin, a->line, k,
 			    "symlinks = %s needs declare = copy and a dir: or "
 			    "git: target", a->symlinks);
@@ -1378,6 +1463,45 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 				    "characters");
 				break;
 			}
+	}
+	/* plugins: a path each; a plugin target names one; the other apps'
+	 * unknown keys are errors now */
+	for (size_t i = 0; i < out->nplugins; i++)
+		if (!out->plugins[i].path) {
+			char k[300];
+
+			snprintf(k, sizeof k, "plugin.%s", out->plugins[i].name);
+			diag(diags, origin, out->plugins[i].line, k,
+			    "missing \"path\" (the plugin's FILE.so)");
+		}
+	for (size_t i = 0; i < out->napps; i++) {
+		struct tend_app_config *a = &out->apps[i];
+		bool found = false;
+
+		for (size_t j = 0; a->target == TEND_TARGET_PLUGIN &&
+		     j < out->nplugins; j++)
+			found |= strcmp(out->plugins[j].name, a->target_type) == 0;
+		if (a->target == TEND_TARGET_PLUGIN && !found) {
+			char k[300];
+
+			snprintf(k, sizeof k, "app.%s.target", a->name);
+			diag(diags, origin, a->target_line ? a->target_line
+							   : a->line, k,
+			    "unknown target type \"%s\": expected dir:, file:, "
+			    "git:, or the name of a [plugin \"%s\"] section "
+			    "(with path = FILE.so)", a->target_type,
+			    a->target_type);
+		}
+		if (a->target == TEND_TARGET_PLUGIN)
+			continue; /* its keys are the plugin's to check */
+		for (size_t k = 0; k < a->npkeys; k++) {
+			char fk[512];
+
+			snprintf(fk, sizeof fk, "app.%s.%s", a->name,
+			    a->pkeys[k].key);
+			unknown_key(&x, "app", a->pkeys[k].key, a->pkeys[k].line,
+			    fk);
+		}
 	}
 	app_checks(out, origin, root, diags);
 	if (diags->n > before) {
@@ -1409,7 +1533,20 @@ tend_config_finish(struct tend_config *cfg)
 		free(a->executable);
 		free(a->symlinks);
 		strv_finish(&a->tags);
+		free(a->target_type);
+		for (size_t k = 0; k < a->npkeys; k++) {
+			free(a->pkeys[k].key);
+			free(a->pkeys[k].value);
+		}
+		free(a->pkeys);
+		strv_finish(&a->plugin_values);
 	}
+	for (size_t i = 0; i < cfg->nplugins; i++) {
+		free(cfg->plugins[i].name);
+		free(cfg->plugins[i].path);
+	}
+	free(cfg->plugins);
+	free(cfg->file);
 	free(cfg->apps);
 	free(cfg->state);
 	memset(cfg, 0, sizeof *cfg);

@@ -119,7 +119,7 @@ every_bad_value_is_reported(void **state)
 	char *errs;
 	const char *want[] = {
 	    "tend.conf:2: tend.debounce: expected a duration",
-	    "tend.conf:5: app.a.target: expected dir:PATH",
+	    "tend.conf:5: app.a.target: unknown target type \"ftp\"",
 	    "tend.conf:6: app.a.file-mode: expected an octal mode",
 	    "tend.conf:7: app.a.exclusive: expected a boolean",
 	    "tend.conf:8: app.a.declare: expected copy, exec CMD",
@@ -514,6 +514,64 @@ durations_parse(void **state)
 	assert_int_equal(tend_config_parse_duration("5 s"), -1);
 }
 
+/* [plugin] sections add target types; a plugin target's other keys are
+ * kept for the plugin to check; anyone else's unknown keys are errors */
+static void
+plugin_targets_and_their_keys(void **state)
+{
+	const char *text = "[plugin \"sqlite\"]\n"
+			   "\tpath = plugins/tend-sqlite.so\n"
+			   "[app \"notes\"]\n"
+			   "\ttable = notes\n"
+			   "\tsource = notes\n"
+			   "\ttarget = sqlite:notes.db\n"
+			   "\trecreate = true\n";
+	struct tend_config cfg;
+	char *errs;
+
+	(void)state;
+	assert_int_equal(parse(text, &cfg, &errs), 0);
+	free(errs);
+	assert_int_equal(cfg.nplugins, 1);
+	assert_string_equal(cfg.plugins[0].name, "sqlite");
+	assert_string_equal(cfg.plugins[0].path, "plugins/tend-sqlite.so");
+	assert_int_equal(cfg.apps[0].target, TEND_TARGET_PLUGIN);
+	assert_string_equal(cfg.apps[0].target_type, "sqlite");
+	assert_string_equal(cfg.apps[0].target_path, "notes.db");
+	assert_int_equal(cfg.apps[0].npkeys, 2);
+	assert_string_equal(cfg.apps[0].pkeys[0].key, "table");
+	assert_string_equal(cfg.apps[0].pkeys[0].value, "notes");
+	assert_int_equal(cfg.apps[0].pkeys[0].line, 4);
+	assert_string_equal(cfg.apps[0].pkeys[1].key, "recreate");
+	tend_config_finish(&cfg);
+
+	const char *bad = "[plugin \"sqlite\"]\n"
+			  "\tfile = x.so\n"
+			  "[app \"a\"]\n"
+			  "\tsource = a\n"
+			  "\ttarget = dir:out\n"
+			  "\ttable = t\n"
+			  "\texclusiv = true\n"
+			  "[app \"b\"]\n"
+			  "\tsource = b\n"
+			  "\ttarget = mysql:db\n"
+			  "[plugin]\n";
+	const char *want[] = {
+	    "tend.conf:2: plugin.sqlite.file: unknown key",
+	    "tend.conf:1: plugin.sqlite: missing \"path\"",
+	    "tend.conf:6: app.a.table: unknown key",
+	    "tend.conf:7: app.a.exclusiv: unknown key; did you mean "
+	    "\"exclusive\"?",
+	    "tend.conf:10: app.b.target: unknown target type \"mysql\"",
+	    "tend.conf:11: [plugin] needs a name",
+	};
+	assert_int_equal(parse(bad, &cfg, &errs), -1);
+	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+		if (!strstr(errs, want[i]))
+			fail_msg("missing \"%s\" in:\n%s", want[i], errs);
+	free(errs);
+}
+
 int
 main(void)
 {
@@ -532,6 +590,7 @@ main(void)
 		cmocka_unit_test(git_ref_and_tag_names_are_checked),
 		cmocka_unit_test(exec_cut_by_a_comment_is_refused),
 		cmocka_unit_test(bad_escapes_are_reported_once_a_line),
+		cmocka_unit_test(plugin_targets_and_their_keys),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
