@@ -1102,6 +1102,46 @@ overlap_check(struct tend_config *cfg, const struct app_places *pl,
 	}
 }
 
+/*
+ * A tag moves to its app's newest commit: two apps of one repository
+ * keeping the same tag would move it back and forth, each deleting it
+ * when dropped. One app per tag.
+ */
+static void
+tag_check(struct tend_config *cfg, const struct app_places *pl,
+    const char *origin, struct tend_diags *diags)
+{
+	char k[300];
+
+	for (size_t j = 0; j < cfg->napps; j++) {
+		struct tend_app_config *b = &cfg->apps[j];
+
+		if (b->target != TEND_TARGET_GIT || !pl[j].target)
+			continue;
+		for (size_t i = 0; i < j; i++) {
+			struct tend_app_config *a = &cfg->apps[i];
+
+			if (a->target != TEND_TARGET_GIT || !pl[i].target ||
+			    strcmp(pl[i].target, pl[j].target) != 0)
+				continue;
+			for (size_t t = 0; t < b->tags.n; t++)
+				for (size_t u = 0; u < a->tags.n; u++) {
+					if (strcmp(b->tags.v[t], a->tags.v[u]))
+						continue;
+					snprintf(k, sizeof k, "app.%s.tag",
+					    b->name);
+					diag(diags, origin, b->line, k,
+					    "tag \"%s\" in git:%s is also kept by "
+					    "app \"%s\" (%s:%d): each app would "
+					    "move it to its own commits; give "
+					    "each app a tag of its own",
+					    b->tags.v[t], b->target_path,
+					    a->name, origin, a->line);
+				}
+		}
+	}
+}
+
 /* Does app i's target feed app j's source (they overlap)? */
 static bool
 feeds(const struct tend_config *cfg, const struct app_places *pl, size_t i,
@@ -1231,6 +1271,7 @@ app_checks(struct tend_config *cfg, const char *origin, const char *root,
 		pl[i].prefix = place(NULL, a->prefix ? a->prefix : "");
 	}
 	overlap_check(cfg, pl, origin, diags);
+	tag_check(cfg, pl, origin, diags);
 	loop_check(cfg, pl, origin, diags);
 	for (size_t i = 0; i < cfg->napps; i++) {
 		free(pl[i].target);

@@ -572,6 +572,39 @@ plugin_targets_and_their_keys(void **state)
 	free(errs);
 }
 
+/* one tag, one app: two apps of a repository keeping one tag move it
+ * back and forth */
+static void
+a_tag_belongs_to_one_app(void **state)
+{
+	const char *text = "[app \"a\"]\n"
+			   "\tsource = a\n"
+			   "\ttarget = git:repo.git\n"
+			   "\tref = refs/heads/a\n"
+			   "\ttag = latest\n"
+			   "[app \"b\"]\n"
+			   "\tsource = b\n"
+			   "\ttarget = git:./repo.git\n"
+			   "\tref = refs/heads/b\n"
+			   "\ttag = v1\n"
+			   "\ttag = latest\n"
+			   "[app \"c\"]\n"
+			   "\tsource = c\n"
+			   "\ttarget = git:other.git\n"
+			   "\ttag = latest\n";
+	struct tend_config cfg;
+	char *errs;
+
+	(void)state;
+	assert_int_equal(parse(text, &cfg, &errs), -1);
+	if (!strstr(errs, "tend.conf:6: app.b.tag: tag \"latest\" in git:./repo.git "
+			  "is also kept by app \"a\" (tend.conf:1)"))
+		fail_msg("not refused:\n%s", errs);
+	if (strstr(errs, "app.c.tag") || strstr(errs, "\"v1\""))
+		fail_msg("refused too much:\n%s", errs);
+	free(errs);
+}
+
 int
 main(void)
 {
@@ -591,6 +624,7 @@ main(void)
 		cmocka_unit_test(exec_cut_by_a_comment_is_refused),
 		cmocka_unit_test(bad_escapes_are_reported_once_a_line),
 		cmocka_unit_test(plugin_targets_and_their_keys),
+		cmocka_unit_test(a_tag_belongs_to_one_app),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
