@@ -1686,6 +1686,17 @@ git_spec(const struct tend_app_config *app, struct tend_git_spec *spec,
 	};
 }
 
+/* The vanished sources the brake holds, for the agent (res) */
+static void
+held_sources(struct tend_app_result *res, const struct run *r)
+{
+	res->held_sources = tend_xcalloc(r->nvanished + 1,
+	    sizeof *res->held_sources);
+	for (size_t i = 0; i < r->nvanished; i++)
+		res->held_sources[i] = tend_xstrdup(r->vanished[i]);
+	res->nheld_sources = r->nvanished;
+}
+
 static int
 root_body(struct tend_comp *c, void *arg)
 {
@@ -2645,6 +2656,7 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	if (trip && !o->allow_delete && r.nvanished) {
 		res->held_deletes = r.nvanished;
 		r.hold = true;
+		held_sources(res, &r);
 	} else
 		res->gone_items = r.nvanished;
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
@@ -2704,6 +2716,11 @@ tend_app_result_finish(struct tend_app_result *res)
 	free(res->held);
 	res->held = NULL;
 	res->nheld = 0;
+	for (size_t i = 0; i < res->nheld_sources; i++)
+		free(res->held_sources[i]);
+	free(res->held_sources);
+	res->held_sources = NULL;
+	res->nheld_sources = 0;
 }
 
 int
@@ -3027,6 +3044,7 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	if (trip && !o->allow_delete && r.nvanished) {
 		res->held_deletes = r.nvanished;
 		r.hold = true;
+		held_sources(res, &r);
 	} else
 		res->gone_items = r.nvanished;
 	struct partial pa = {&r};

@@ -156,6 +156,11 @@ struct tend_app_result {
 	char **held;
 	size_t nheld;
 	bool held_update; /* ...an aggregate file the brake keeps as it is */
+	/* the source paths whose deletes the brake holds (any pass): the
+	 * agent runs them again with its next partial pass, so they stay
+	 * held, and counted, until approved or back */
+	char **held_sources;
+	size_t nheld_sources;
 	uint64_t strays;  /* sync --full, exclusive: undeclared files removed */
 };
 

@@ -72,6 +72,8 @@ struct appstate {
 	bool full;
 	bool polled; /* watch limit hit: rescanned periodically */
 	uint64_t held;	/* source items whose deletes the brake holds */
+	char **held_src; /* ...their paths: part of every partial pass */
+	size_t nheld_src;
 	bool approved;	/* `approve`: the next pass may delete them */
 	char *plan;	/* the last "plan" event line, NULL if none */
 	size_t nplan;
@@ -1081,11 +1083,24 @@ run_passes(struct agent *a, bool all)
 		bool full = all || s->full || s->polled || s->approved ||
 		    s->components < 0;
 		current_pass = &pc;
+		if (!full)
+			/* held deletes stay held, and counted, in a pass about
+			 * other paths (or apply, or go if they came back) */
+			for (size_t k = 0; k < s->nheld_src; k++)
+				mark_dirty(a, i, s->held_src[k]);
+		full |= s->full;
 		if (full)
 			rc = tend_app_sync(a->ws, app, &o, &res);
 		else
 			rc = tend_app_sync_paths(a->ws, app, s->dirty, s->ndirty,
 			    &o, &res);
+		for (size_t k = 0; k < s->nheld_src; k++)
+			free(s->held_src[k]);
+		free(s->held_src);
+		s->held_src = res.held_sources;
+		s->nheld_src = res.nheld_sources;
+		res.held_sources = NULL;
+		res.nheld_sources = 0;
 		current_pass = NULL;
 		free(pc.last_err);
 		a->passes++;
@@ -1617,6 +1632,9 @@ apps_free(struct agent *a)
 		for (size_t k = 0; k < a->apps[i].ndirty; k++)
 			free(a->apps[i].dirty[k]);
 		free(a->apps[i].dirty);
+		for (size_t k = 0; k < a->apps[i].nheld_src; k++)
+			free(a->apps[i].held_src[k]);
+		free(a->apps[i].held_src);
 		free(a->apps[i].plan);
 		free(a->apps[i].last);
 	}

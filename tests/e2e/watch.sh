@@ -111,4 +111,27 @@ until_ '[ "$(cat out/d/b)" = settled ]' 'printf "settled\n" > src/d/b' "modify w
 kill -TERM $AGENT; wait $AGENT
 run sync; expect_rc 0 "sync after the second agent"
 expect_in "$OUT" "(0 read)" "the agent's signatures were kept"
+
+# deletes the brake holds stay held, and counted, through later passes
+# about other files: approve then applies every one of them
+sed -i 's/debounce = 150ms/debounce = 0/' tend.conf
+printf '\tmax-delete = 5\n' >> tend.conf
+"$TEND" watch 2>>"$WS/agent.err" &
+AGENT=$!
+TIMEOUT=60 $CTL ready || fail "agent ready a third time"
+mkdir -p src/brake; for i in $(seq 1 30); do echo $i > src/brake/f$i; done
+until_ '[ -e out/brake/f30 ]' 'touch src/brake' "30 files applied"
+until_ '"$TEND" status | grep -q "deletes held"' 'rm src/brake/f1* src/brake/f2*' "the brake holds"
+held=$("$TEND" status | sed -n 's/.*unsettled, \([0-9]*\) deletes held.*/\1/p')
+[ -n "$held" ] && [ "$held" -ge 20 ] || fail "held count: '$held'"
+until_ '[ "$(cat out/brake/other 2>/dev/null)" = o ]' 'echo o > src/brake/other' "an unrelated change"
+expect_in "$("$TEND" status)" "unsettled, $held deletes held" "still held after another pass"
+[ -e out/brake/f11 ] || fail "a held delete was applied"
+until_ '[ "$(cat out/brake/f11)" = back ]' 'echo back > src/brake/f11' "one comes back"
+expect_in "$("$TEND" status)" "unsettled, $((held - 1)) deletes held" "the one back is not held"
+expect_in "$($CTL send approve)" "\"approved\": $((held - 1))" "approve counts every held delete"
+until_ '[ ! -e out/brake/f12 ] && [ ! -e out/brake/f29 ]' 'true' "approved deletes applied"
+[ "$(cat out/brake/f11)" = back ] && [ -e out/brake/f3 ] || fail "approve deleted too much"
+kill -TERM $AGENT; wait $AGENT
+run check; expect_rc 0 "no drift after the approved deletes"
 finish
