@@ -603,6 +603,7 @@ tend_ws_refresh_plugins(struct tend_ws *ws, struct tend_buf *notes)
 		ws->plugins[i] = ws->plugins[--ws->nplugins];
 		n++;
 	}
+	tend_ws_connectors_changed(ws, notes);
 	return n;
 }
 
@@ -626,6 +627,7 @@ tend_ws_plugin_files(struct tend_ws *ws, size_t *n)
 		v[(*n)++] = path_join(ws->root, file);
 		free(file);
 	}
+	tend_ws_connector_files(ws, &v, n);
 	return v;
 }
 

@@ -66,6 +66,11 @@ int tend_ws_connectors_load(struct tend_ws *ws, struct tend_config *cfg,
     struct tend_buf *err);
 int tend_ws_connectors_register(struct tend_ws *ws);
 void tend_ws_connectors_close(struct tend_ws *ws);
+/* Connector plugins whose file changed since they were loaded (each
+ * told once in notes: they stay loaded until a restart). */
+size_t tend_ws_connectors_changed(struct tend_ws *ws, struct tend_buf *notes);
+/* Their files, appended to *v (for the agent's watch). */
+void tend_ws_connector_files(struct tend_ws *ws, char ***v, size_t *n);
 const struct tend_connector_plugin *tend_ws_connector(struct tend_ws *ws,
     const char *type);
 /* The container (key, value) of app `a`'s plugin target. */

@@ -28,6 +28,8 @@ struct connector {
 	void *dl;
 	const struct tend_connector_plugin *desc;
 	bool registered;
+	struct stat st; /* the file as loaded */
+	bool told;	/* that it changed since */
 };
 
 static size_t
@@ -140,7 +142,8 @@ load(struct tend_ws *ws, const struct tend_config *cfg,
 		ws->connectors = tend_xrealloc(ws->connectors,
 		    (ws->nconnectors + 1) * sizeof *ws->connectors);
 		ws->connectors[ws->nconnectors++] = (struct connector){
-		    tend_xstrdup(pc->name), tend_xstrdup(path.ptr), dl, d, false};
+		    tend_xstrdup(pc->name), tend_xstrdup(path.ptr), dl, d,
+		    false, st, false};
 	}
 	tend_buf_release(&path);
 	tend_buf_release(&sym);
@@ -334,4 +337,39 @@ tend_ws_connector_container(struct tend_ws *ws,
 	if (!key->ptr)
 		tend_buf_puts(key, "");
 	return 0;
+}
+
+size_t
+tend_ws_connectors_changed(struct tend_ws *ws, struct tend_buf *notes)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < ws->nconnectors; i++) {
+		struct connector *c = &ws->connectors[i];
+		struct stat st;
+
+		if (stat(c->path, &st) == 0 && st.st_ino == c->st.st_ino &&
+		    st.st_size == c->st.st_size &&
+		    st.st_mtim.tv_sec == c->st.st_mtim.tv_sec &&
+		    st.st_mtim.tv_nsec == c->st.st_mtim.tv_nsec)
+			continue;
+		n++;
+		if (!c->told)
+			tend_buf_printf(notes, "plugin %s (%s) changed: it "
+					       "stays loaded as it was; restart "
+					       "the agent to load it\n",
+			    c->name, c->path);
+		c->told = true;
+	}
+	return n;
+}
+
+void
+tend_ws_connector_files(struct tend_ws *ws, char ***v, size_t *n)
+{
+	for (size_t i = 0; i < ws->nconnectors; i++) {
+		*v = tend_xrealloc(*v, (*n + 2) * sizeof **v);
+		(*v)[(*n)++] = tend_xstrdup(ws->connectors[i].path);
+		(*v)[*n] = NULL;
+	}
 }
