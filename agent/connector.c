@@ -96,7 +96,7 @@ load(struct tend_ws *ws, const struct tend_config *cfg,
 	if (c) {
 		tend_buf_printf(err, "%s:%d: plugin.%s.path: the plugin was "
 				     "loaded from %s; restart tend to load %s\n",
-		    file, pc->line, pc->name, c->path, path.ptr);
+		    file, pc->path_line, pc->name, c->path, path.ptr);
 		tend_buf_release(&path);
 		return TEND_EINVALID;
 	}
@@ -104,14 +104,14 @@ load(struct tend_ws *ws, const struct tend_config *cfg,
 		tend_buf_printf(err, "%s:%d: plugin.%s.path: %s: %s (build the "
 				     "plugin, or fix the path: it is relative "
 				     "to the workspace)\n",
-		    file, pc->line, pc->name, path.ptr, strerror(errno));
+		    file, pc->path_line, pc->name, path.ptr, strerror(errno));
 		tend_buf_release(&path);
 		return TEND_EINVALID;
 	}
 	void *dl = dlopen(path.ptr, RTLD_NOW | RTLD_LOCAL);
 	if (!dl) {
 		tend_buf_printf(err, "%s:%d: plugin.%s.path: %s\n", file,
-		    pc->line, pc->name, dlerror());
+		    pc->path_line, pc->name, dlerror());
 		tend_buf_release(&path);
 		return TEND_EINVALID;
 	}

@@ -86,7 +86,7 @@ struct tend_app_config {
 struct tend_plugin_config {
 	char *name;
 	char *path; /* relative to the workspace, or absolute */
-	int line;
+	int line, path_line;
 };
 
 struct tend_config {

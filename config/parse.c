@@ -626,6 +626,7 @@ entry(struct ctx *x, const char *section, const char *sub, const char *key,
 		if (strcasecmp(key, "path") == 0) {
 			free(pc->path);
 			pc->path = xstrdup(value);
+			pc->path_line = line;
 		} else
 			diag(x->d, x->file, line, fullkey, "unknown key; a "
 			    "[plugin] section has only \"path\" (FILE.so)");
@@ -1388,7 +1389,7 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 						sizeof *out->plugins);
 					out->plugins[out->nplugins++] =
 					    (struct tend_plugin_config){
-						xstrdup(sub), NULL, line};
+						xstrdup(sub), NULL, line, 0};
 				}
 			} else if (strcmp(section, "app") == 0 ||
 			    strcmp(section, "plugin") == 0) {

@@ -1,0 +1,122 @@
+#!/bin/sh
+# The SQLite connector plugin (examples/sqlite) as a user ships it: built
+# against the installed headers and tend.pc (meson install --destdir),
+# loaded by a [plugin] section, checked with SQLite itself.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+BUILD=${BUILD:?the build directory} SRC=${SRC:?the source directory}
+
+# ---- install, then build the plugin as a user would
+meson install -C "$BUILD" --destdir "$WS/inst" --no-rebuild --quiet \
+	>"$WS/install.log" 2>&1 || { cat "$WS/install.log"; fail "meson install"; finish; }
+pc=$(dirname "$(find "$WS/inst" -name tend.pc | head -1)")
+[ -d "$pc" ] || { fail "no tend.pc installed"; finish; }
+cflags=$(PKG_CONFIG_SYSROOT_DIR="$WS/inst" PKG_CONFIG_PATH="$pc" pkg-config --cflags tend) ||
+	fail "pkg-config --cflags tend"
+libs=$(PKG_CONFIG_SYSROOT_DIR="$WS/inst" PKG_CONFIG_PATH="$pc" pkg-config --libs tend) ||
+	fail "pkg-config --libs tend"
+${CC:-cc} -shared -fPIC -Wall -Wextra -Werror -o tend-sqlite.so \
+	"$SRC/examples/sqlite/tend_sqlite.c" $cflags $libs -lsqlite3 2>"$WS/cc.log" ||
+	{ cat "$WS/cc.log"; fail "the plugin does not build against the installed headers"; finish; }
+
+q() {
+	python3 - notes.db "$1" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+def show(x):
+    if x is None:
+        return ""
+    if isinstance(x, bytes):
+        x = x.decode()
+    return str(x).rstrip("\n")
+for r in c.execute(sys.argv[2]):
+    print("|".join(show(x) for x in r))
+PY
+}
+digest() { sha256sum notes.db | cut -d' ' -f1; }
+
+mkdir -p notes/sub
+echo hello > notes/a.md; echo world > notes/sub/b.md; echo three > notes/c.md
+conf() {
+	cat > tend.conf <<CONF
+[plugin "sqlite"]
+	path = tend-sqlite.so
+[app "notes"]
+	source = notes
+	target = sqlite:notes.db
+	table = notes
+$1
+CONF
+}
+conf ""
+
+# ---- rows equal sources
+run sync; expect_rc 0 "first sync"
+[ "$(q 'select path, content from notes order by path' | tr '\n' ' ')" = "a.md|hello c.md|three sub/b.md|world " ] || fail "rows: $(q 'select path, content from notes order by path')"
+[ "$(q "select size, digest != '' from notes where path = 'a.md'")" = "6|1" ] || fail "size and digest: $(q 'select size, digest from notes')"
+run plan; expect_rc 0 "converged"; expect_in "$OUT" "No changes" "plan after the first sync"
+run check; expect_rc 0 "no drift"
+
+# ---- a no-op sync changes nothing: the file's bytes
+before=$(digest)
+run sync; expect_rc 0 "no-op sync"
+expect_in "$OUT" "0 created, 0 updated, 0 deleted" "no-op counts"
+[ "$(digest)" = "$before" ] || fail "a no-op sync changed notes.db"
+
+# ---- a modified, a deleted and a renamed source
+echo hello2 > notes/a.md; rm notes/c.md; mv notes/sub/b.md notes/sub/b2.md
+run sync; expect_rc 0 "modify, delete, rename"
+[ "$(q 'select path, content from notes order by path' | tr '\n' ' ')" = "a.md|hello2 sub/b2.md|world " ] || fail "after the changes: $(q 'select path, content from notes order by path')"
+
+# ---- rows changed by hand are drift; sync --full restores them
+python3 -c "import sqlite3; c=sqlite3.connect('notes.db'); c.execute(\"delete from notes where path='a.md'\"); c.commit()"
+run check; expect_rc 1 "a row deleted by hand"
+expect_in "$OUT" "a.md" "check names the row"
+run sync; expect_rc 0 "a plain sync"
+[ -z "$(q "select path from notes where path = 'a.md'")" ] || fail "a plain sync read the table"
+run sync --full; expect_rc 0 "sync --full"
+[ "$(q "select content from notes where path = 'a.md'")" = hello2 ] || fail "not restored: $(q 'select * from notes')"
+run check; expect_rc 0 "no drift after --full"
+
+# ---- a lossy change: content as blobs, every row written again
+conf "	content = blob"
+run plan; expect_rc 3 "a lossy change is pending"
+run sync; expect_rc 0 "content = blob"
+[ "$(q "select typeof(content) from notes order by path" | sort -u)" = blob ] || fail "content not blobs: $(q 'select typeof(content) from notes')"
+run check; expect_rc 0 "no drift after the lossy change"
+
+# ---- a destructive change: the table is rebuilt, a row of someone else's goes
+python3 -c "import sqlite3; c=sqlite3.connect('notes.db'); c.execute(\"insert into notes(path) values('theirs')\"); c.commit()"
+conf "	content = blob
+	recreate = true"
+run sync; expect_rc 0 "recreate = true"
+[ "$(q 'select path from notes order by path' | tr '\n' ' ')" = "a.md sub/b2.md " ] || fail "after the rebuild: $(q 'select path from notes')"
+
+# ---- a kill inside the sink's transaction converges
+echo killed > notes/k.md; echo hello3 > notes/a.md
+TEND_FAILPOINTS='sqlite-commit=kill' "$TEND" sync >/dev/null 2>&1
+[ -z "$(q "select path from notes where path = 'k.md'")" ] || fail "a killed transaction left a row"
+run sync; expect_rc 0 "sync after the kill"
+[ "$(q "select content from notes where path = 'k.md'")" = killed ] && [ "$(q "select content from notes where path = 'a.md'")" = hello3 ] ||
+	fail "not converged after the kill: $(q 'select path, content from notes')"
+run check; expect_rc 0 "no drift after the kill"
+
+# ---- configuration errors name the line and the key
+conf "	tabel = x"
+run sync; expect_rc 2 "a typo in a plugin key"
+expect_in "$ERR" "tend.conf:7: app.notes.tabel: unknown key for a sqlite: target; did you mean \"table\"?" "did you mean"
+conf "	recreate = maybe"
+run check; expect_rc 2 "a bad boolean"
+expect_in "$ERR" "app.notes.recreate: expected a boolean" "the bad value"
+sed 's|tend-sqlite.so|nope.so|' tend.conf > t && mv t tend.conf
+run status; expect_rc 2 "a missing plugin: every command"
+expect_in "$ERR" "tend.conf:2: plugin.sqlite.path:" "the [plugin] line"
+
+# ---- drop leaves no table
+conf "	content = blob
+	recreate = true"
+run drop notes; expect_rc 0 "drop"
+[ -z "$(q "select name from sqlite_master where type = 'table' and name = 'notes'")" ] || fail "drop left the table"
+run ls notes; expect_rc 0 "ls after drop"
+[ -z "$OUT" ] || fail "drop left states: $OUT"
+finish
