@@ -11,6 +11,8 @@
 #include <cmocka.h>
 
 #include "fs.h"
+#include "tend/arena.h"
+#include "tend/plugin.h"
 #include "tend/status.h"
 
 static void
@@ -68,12 +70,43 @@ test_accepted(void **state)
 	assert_int_equal(tend_fs_check_name(longseg, 255), 0);
 }
 
+/* plugin.h's entry codec is the one tend declares with */
+static void
+test_entry_codec(void **state)
+{
+	struct tend_entry e = {.size = 5, .mode = 0644, .src = "/w/src/a.md"}, d;
+	struct tend_entry_spec sp = {.size = 5, .mode = 0644,
+	    .src = "/w/src/a.md"};
+	struct tend_buf a = TEND_BUF_INIT, b = TEND_BUF_INIT;
+	struct tend_arena ar = TEND_ARENA_INIT;
+
+	(void)state;
+	memset(e.fp.b, 7, sizeof e.fp.b);
+	sp.fp = e.fp;
+	tend_entry_encode(&a, &e);
+	tend_fs_encode_entry(&b, &sp);
+	assert_int_equal(a.len, b.len);
+	assert_memory_equal(a.ptr, b.ptr, a.len);
+	assert_true(tend_entry_decode(a.ptr, a.len, &d, &ar));
+	assert_int_equal(d.size, 5);
+	assert_int_equal(d.mode, 0644);
+	assert_string_equal(d.src, "/w/src/a.md");
+	assert_memory_equal(d.fp.b, e.fp.b, sizeof e.fp.b);
+	assert_false(tend_entry_decode("x", 1, &d, &ar));
+	struct tend_fp l1 = tend_entry_link_fp("../a"), l2 = tend_fs_link_fp("../a");
+	assert_memory_equal(l1.b, l2.b, sizeof l1.b);
+	tend_buf_release(&a);
+	tend_buf_release(&b);
+	tend_arena_finish(&ar);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_accepted),
+		cmocka_unit_test(test_entry_codec),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

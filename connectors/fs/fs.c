@@ -1188,3 +1188,17 @@ tend_entry_decode(const void *desired, size_t len, struct tend_entry *out,
 	out->src = e.src;
 	return true;
 }
+
+void
+tend_entry_encode(struct tend_buf *out, const struct tend_entry *e)
+{
+	struct tend_entry_spec s = {e->fp, e->size, e->mode, e->src};
+
+	tend_fs_encode_entry(out, &s);
+}
+
+struct tend_fp
+tend_entry_link_fp(const char *text)
+{
+	return tend_fs_link_fp(text);
+}

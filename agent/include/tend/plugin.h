@@ -173,6 +173,11 @@ struct tend_entry {
  * false if it is not an entry. */
 bool tend_entry_decode(const void *desired, size_t len,
     struct tend_entry *out, struct tend_arena *arena);
+/* The value tend declares for `e` (for a connector's tests, or a
+ * declaration function declaring entries into a plugin's container). */
+void tend_entry_encode(struct tend_buf *out, const struct tend_entry *e);
+/* A symlink entry's fp: of its text, never of what it points to. */
+struct tend_fp tend_entry_link_fp(const char *text);
 
 /*
  * The tend command line (sync, plan, ls, status, check, drop) with
