@@ -1654,6 +1654,10 @@ mount_item(struct tend_comp *c, struct run *r, struct item *it)
 		.memo = it->sig.mode != 0,
 		.input_fp = item_input(it),
 		.logic_fp = r->logic,
+		/* no SIG row: a kill between the component's commit and the
+		 * rows a full pass writes after the run; its memo would keep
+		 * the outputs unknown (exclusive strays, the manifest) */
+		.fresh = !it->had,
 	};
 	struct item_arg a = {r, it};
 

@@ -1773,7 +1773,8 @@ mount_common(struct tend_comp *parent, const struct tend_key *path,
 			return rc;
 		}
 		rc = tend_store_get(txn, TEND_T_MEMO, c->cid.b, 16, &v);
-		if (rc == 0 && !pass->full && memo_valid(eng, &v, &c->mopts)) {
+		if (rc == 0 && !pass->full && !c->mopts.fresh &&
+		    memo_valid(eng, &v, &c->mopts)) {
 			memo_deps_up(parent, &v);
 			tend_store_read_end(txn);
 			pass->stats.unchanged++;

@@ -127,6 +127,10 @@ struct tend_mount_opts {
 	bool memo;
 	struct tend_fp input_fp;
 	struct tend_fp logic_fp;
+	/* With memo: run the body even if the memo holds (the caller needs
+	 * what it declares, e.g. it lost track of it in a crash), and
+	 * memoize it again. */
+	bool fresh;
 };
 
 /*
