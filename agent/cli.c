@@ -236,9 +236,48 @@ static const struct {
 		 "Revert every target state the app created (delete what it "
 		 "wrote), then\nforget the app. Not braked: it is explicit. "
 		 "APP may be one that left\ntend.conf but is still tracked.\n"},
-	{"help", "usage: tend help [COMMAND]\n\n"
-		 "The list of commands, or what tend COMMAND --help says.\n"},
+	{"help", "usage: tend help [COMMAND | config]\n\n"
+		 "The list of commands, or what tend COMMAND --help says. "
+		 "`tend help config`\nlists every key of tend.conf with its "
+		 "default, and the keys of the\nworkspace's connector plugins.\n"},
 };
+
+/* tend help config: every key of tend.conf, and of the workspace's
+ * connector plugins (if there is a workspace and it loads) */
+static int
+help_config(struct cli *c)
+{
+	static const char *change[] = {"", " (a change is lossy)",
+	    " (a change is destructive)"};
+	char *text = tend_config_describe();
+	struct tend_ws ws = {0};
+	struct tend_buf err = TEND_BUF_INIT;
+
+	fputs(text, stdout);
+	free(text);
+	if (tend_ws_load(&ws, c->dir, c->conf, &err) == 0)
+		for (size_t i = 0; i < ws.cfg.nplugins; i++) {
+			const struct tend_connector_plugin *d =
+			    tend_ws_connector(&ws, ws.cfg.plugins[i].name);
+
+			if (!d)
+				continue;
+			printf("[app \"NAME\"] with target = %s:ARG (plugin %s)\n",
+			    d->type, ws.cfg.plugins[i].path);
+			for (size_t k = 0; k < d->nkeys; k++) {
+				const struct tend_plugin_key *key = &d->keys[k];
+				unsigned ch = (unsigned)key->change;
+
+				printf("\t%s = %s\t# %s%s\n", key->name,
+				    key->def ? key->def : "(required)",
+				    key->help ? key->help : "",
+				    ch < 3 ? change[ch] : "");
+			}
+		}
+	tend_buf_release(&err);
+	tend_ws_close(&ws);
+	return 0;
+}
 
 static void
 die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -1508,6 +1547,10 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 		}
 		topic = c.apps[0];
 		help = true;
+		if (strcmp(topic, "config") == 0) {
+			free(c.apps);
+			return help_config(&c);
+		}
 	}
 	size_t ci;
 	for (ci = 0; ci < sizeof cmd_help / sizeof *cmd_help; ci++)

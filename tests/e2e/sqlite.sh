@@ -101,6 +101,11 @@ run sync; expect_rc 0 "sync after the kill"
 	fail "not converged after the kill: $(q 'select path, content from notes')"
 run check; expect_rc 0 "no drift after the kill"
 
+# ---- tend help config lists the plugin's keys
+run help config; expect_rc 0 "help config"
+expect_in "$OUT" "with target = sqlite:ARG" "the plugin's section"
+expect_in "$OUT" "	recreate = false	# " "a plugin key with its default"
+
 # ---- configuration errors name the line and the key
 conf "	tabel = x"
 run sync; expect_rc 2 "a typo in a plugin key"
