@@ -11,7 +11,6 @@
  */
 #include "app.h"
 
-#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -31,31 +30,6 @@ struct connector {
 	struct stat st; /* the file as loaded */
 	bool told;	/* that it changed since */
 };
-
-static size_t
-edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), prev[64], cur[64];
-
-	if (la >= 63 || lb >= 63)
-		return 99;
-	for (size_t j = 0; j <= lb; j++)
-		prev[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		cur[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t sub = prev[j - 1] +
-			    (tolower((unsigned char)a[i - 1]) !=
-				tolower((unsigned char)b[j - 1]));
-			size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
-
-			cur[j] = sub < del ? (sub < ins ? sub : ins)
-					   : (del < ins ? del : ins);
-		}
-		memcpy(prev, cur, (lb + 1) * sizeof *cur);
-	}
-	return prev[lb];
-}
 
 static struct connector *
 find(struct tend_ws *ws, const char *name)
@@ -150,21 +124,6 @@ load(struct tend_ws *ws, const struct tend_config *cfg,
 	return rc;
 }
 
-static bool
-parse_bool(const char *s, bool *out)
-{
-	static const char *yes[] = {"true", "yes", "on", "1"};
-	static const char *no[] = {"false", "no", "off", "0"};
-
-	for (size_t i = 0; i < 4; i++) {
-		if (strcasecmp(s, yes[i]) == 0)
-			return *out = true, true;
-		if (strcasecmp(s, no[i]) == 0)
-			return *out = false, true;
-	}
-	return false;
-}
-
 /* An app's keys against its plugin's list: every diagnostic in err;
  * the values, in the plugin's order, in app->plugin_values. */
 static int
@@ -184,9 +143,9 @@ check_app(struct tend_app_config *a, const struct tend_connector_plugin *d,
 			if (strcasecmp(d->keys[i].name, kv->key) == 0) {
 				key = &d->keys[i];
 				vals[i] = kv->value; /* the last one wins */
-			} else if (edit_distance(kv->key, d->keys[i].name) <
+			} else if (tend_config_distance(kv->key, d->keys[i].name) <
 			    best) {
-				best = edit_distance(kv->key, d->keys[i].name);
+				best = tend_config_distance(kv->key, d->keys[i].name);
 				near = d->keys[i].name;
 			}
 		}
@@ -210,7 +169,7 @@ check_app(struct tend_app_config *a, const struct tend_connector_plugin *d,
 		}
 		bool b;
 		char *end;
-		if (key->type == TEND_PKEY_BOOL && !parse_bool(kv->value, &b)) {
+		if (key->type == TEND_PKEY_BOOL && tend_config_parse_bool(kv->value, &b) != 0) {
 			tend_buf_printf(err, "%s:%d: app.%s.%s: expected a boolean "
 					     "(true/false), got \"%s\"\n",
 			    file, kv->line, a->name, kv->key, kv->value);
@@ -237,7 +196,8 @@ check_app(struct tend_app_config *a, const struct tend_connector_plugin *d,
 			    key->help ? key->help : "the plugin needs it");
 			rc = TEND_EINVALID;
 			v = "";
-		} else if (key->type == TEND_PKEY_BOOL && parse_bool(v, &b))
+		} else if (key->type == TEND_PKEY_BOOL &&
+		    tend_config_parse_bool(v, &b) == 0)
 			v = b ? "true" : "false";
 		a->plugin_values.v = tend_xrealloc(a->plugin_values.v,
 		    (a->plugin_values.n + 1) * sizeof *a->plugin_values.v);

@@ -137,5 +137,11 @@ int64_t tend_config_parse_duration(const char *s);
 
 /* The schema as text, for --print-defaults and docs. */
 char *tend_config_describe(void);
+/* A boolean as tend.conf spells it (true/yes/on/1, false/no/off/0, any
+ * case): 0, or -1 if it is none. */
+int tend_config_parse_bool(const char *s, bool *out);
+/* Edit distance between two keys, ignoring case (99 past 62 bytes): for
+ * "did you mean". */
+size_t tend_config_distance(const char *a, const char *b);
 
 #endif

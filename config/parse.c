@@ -167,8 +167,8 @@ tend_config_parse_duration(const char *s)
 	return (int64_t)v;
 }
 
-static int
-parse_bool(const char *s, bool *out)
+int
+tend_config_parse_bool(const char *s, bool *out)
 {
 	static const char *const yes[] = {"true", "yes", "on", "1"};
 	static const char *const no[] = {"false", "no", "off", "0", ""};
@@ -259,8 +259,8 @@ static const struct opt opts[] = {
 
 #define NOPTS (sizeof opts / sizeof *opts)
 
-static size_t
-distance(const char *a, const char *b)
+size_t
+tend_config_distance(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b), prev[64], cur[64];
 
@@ -293,7 +293,7 @@ closest(const char *section, const char *key)
 	for (size_t i = 0; i < NOPTS; i++) {
 		if (strcmp(opts[i].section, section) != 0)
 			continue;
-		size_t d = distance(key, opts[i].name);
+		size_t d = tend_config_distance(key, opts[i].name);
 		if (d < bd) {
 			bd = d;
 			best = opts[i].name;
@@ -432,7 +432,7 @@ store(struct ctx *x, const struct opt *o, void *base, const char *value,
 		strv_push((struct tend_strv *)(void *)p, value);
 		return 0;
 	case V_BOOL:
-		if (parse_bool(value, (bool *)(void *)p) != 0) {
+		if (tend_config_parse_bool(value, (bool *)(void *)p) != 0) {
 			diag(x->d, x->file, line, fullkey,
 			    "expected a boolean (true/false), got \"%s\"",
 			    value);
