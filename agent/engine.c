@@ -529,6 +529,9 @@ struct tend_provider *
 tend_engine_child_provider(struct tend_engine *eng, struct tend_provider *parent,
     const struct tend_key *key)
 {
+	/* a parent from tend_engine_root() of a name not registered */
+	if (!parent || !key)
+		return NULL;
 	struct tend_fp id = ts_id(parent, key);
 	struct tend_provider *p = tend_registry_get(&eng->reg, &id);
 

@@ -1235,6 +1235,24 @@ events_report_actions(void **state)
 	assert_int_equal(F->napplied_ev, 1);
 }
 
+/* tend_engine_child_provider with the result of a failed root lookup
+ * (NULL) returns NULL rather than crashing */
+static void
+child_provider_of_null_parent_is_null(void **state)
+{
+	struct tend_key k = tend_key_str("D1");
+
+	ASSERT_OK(fx_run(F, D1 " D1/a=1"));
+	assert_non_null(tend_engine_child_provider(F->eng,
+	    tend_engine_root(F->eng, "dicts"), &k));
+	assert_null(tend_engine_root(F->eng, "no-such-root"));
+	assert_null(tend_engine_child_provider(F->eng,
+	    tend_engine_root(F->eng, "no-such-root"), &k));
+	assert_null(tend_engine_child_provider(F->eng, NULL, &k));
+	assert_null(tend_engine_child_provider(F->eng,
+	    tend_engine_root(F->eng, "dicts"), NULL));
+}
+
 static void
 map_full_grows_and_retries(void **state)
 {
@@ -1332,6 +1350,7 @@ main(void)
 		T(s70_crash_mid_sink_leaves_candidates),
 		T(s71_drop_with_failure),
 		T(events_report_actions),
+		T(child_provider_of_null_parent_is_null),
 		T(map_full_grows_and_retries),
 	};
 

@@ -168,7 +168,9 @@ int tend_provider_attachment(struct tend_provider *p, const char *type,
 /*
  * The child provider of container (parent, key) as resolved by an earlier
  * pass in this engine, or NULL. For incremental passes (tend watch) that
- * declare into a container without re-declaring it.
+ * declare into a container without re-declaring it. A NULL parent (what
+ * tend_engine_root() returns for a name not registered) or key gives
+ * NULL.
  */
 struct tend_provider *tend_engine_child_provider(struct tend_engine *eng,
     struct tend_provider *parent, const struct tend_key *key);
