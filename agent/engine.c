@@ -1118,7 +1118,10 @@ plan_event(struct tend_engine *eng, struct tend_comp *c, struct plan *p,
 		.nprev = p->nprev,
 		.prev_may_be_missing = p->missing,
 		.status = p->status,
-		.error = p->error ? p->error : "",
+		/* NULL unless the action failed (a sink may leave a message
+		 * on a success: it is not an error) */
+		.error = kind != TEND_EV_ACTION_FAILED ? NULL
+			: p->error ? p->error : "failed",
 		.preview = c->pass->preview,
 	};
 

@@ -57,7 +57,9 @@ struct tend_event {
 	unsigned nprev;		   /* reconcile inputs, for "why" */
 	bool prev_may_be_missing;
 	int status;		   /* for failures */
-	const char *error;	   /* for failures */
+	/* ACTION_FAILED and COMPONENT_ERROR: the message, never NULL;
+	 * every other kind: NULL */
+	const char *error;
 	const struct tend_stats *stats; /* PASS_FINISHED */
 	bool preview;
 };
