@@ -24,6 +24,10 @@
 #include "tend/key.h"
 #include "tend/target.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct tend_engine;
 struct tend_comp;     /* a running component: the scope of declarations */
 struct tend_provider; /* a factory of target states of one kind */
@@ -236,5 +240,9 @@ struct tend_engine *tend_comp_engine(struct tend_comp *c);
 const char *tend_comp_path(struct tend_comp *c);
 /* Are we in a full-reprocess pass? */
 bool tend_comp_full(struct tend_comp *c);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

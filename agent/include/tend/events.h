@@ -10,6 +10,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum tend_event_kind {
 	TEND_EV_PASS_STARTED = 1,
 	TEND_EV_ACTION_PLANNED,	 /* reconcile chose an action */
@@ -65,5 +69,9 @@ struct tend_event {
 };
 
 typedef void tend_event_fn(const struct tend_event *ev, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -32,6 +32,10 @@
 #include "tend/engine.h"
 #include "tend/fingerprint.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TEND_PLUGIN_ABI 1
 
 struct tend_source_item {
@@ -181,5 +185,9 @@ bool tend_entry_decode(const void *desired, size_t len,
  * exit code.
  */
 int tend_main(int argc, char **argv, const struct tend_main_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

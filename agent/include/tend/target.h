@@ -30,6 +30,10 @@
 
 #include "tend/key.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TEND_TARGET_ABI 1
 
 struct tend_arena;
@@ -223,5 +227,9 @@ bool tend_reconcile_settled(const struct tend_reconcile_in *in,
 /* Convenience for sinks: set a formatted error on a result. */
 void tend_apply_fail(struct tend_apply_result *r, int status,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
