@@ -7,7 +7,8 @@
  * The connector "notes" keeps one file per declared key under
  * WORKSPACE/notes: the key is the source's path ('/' read as '_'), the
  * value the source's bytes, the record their fingerprint. Its check
- * compares a note with its record.
+ * compares a note with its record. With NOTES_INIT_FAILS set, init
+ * fails.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -168,9 +169,11 @@ static const struct tend_handler_ops notes_ops = {
 static int
 notes_init(struct tend_engine *eng)
 {
-	struct notes_handler *h = calloc(1, sizeof *h);
+	struct notes_handler *h;
 
-	if (!h)
+	if (getenv("NOTES_INIT_FAILS"))
+		return tend_error_set(TEND_ERROR, "notes: init refused");
+	if (!(h = calloc(1, sizeof *h)))
 		abort();
 	tend_handler_init(&h->base, &notes_ops);
 	return tend_engine_register_root(eng, NOTES, &h->base, NULL);

@@ -41,6 +41,11 @@ $CTL "$WS/.tend/agent.sock" until '[ "$(cat notes/c.txt 2>/dev/null)" = three ]'
 kill -TERM $AGENT; wait $AGENT; AGENT=
 expect_not_in "$(cat "$WS/agent.err")" "call notes_init first" "agent"
 
+# a failing init fails the command, with its message
+export NOTES_INIT_FAILS=1
+run sync; expect_rc 1 "a failing init"
+expect_in "$ERR" "tend_main init: notes: init refused" "init's message"
+unset NOTES_INIT_FAILS
 run drop notes; expect_rc 0 "drop reverts through the connector"
 expect_gone notes/a.txt; expect_gone notes/d_b.txt; expect_gone notes/c.txt
 finish
