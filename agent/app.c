@@ -275,9 +275,15 @@ tend_ws_open(struct tend_ws *ws)
 	tend_engine_set_resource(ws->eng, "state", ws->state_dir);
 	staging_setup(ws);
 	set_fsync(ws);
-	if ((rc = tend_fs_register(ws->eng)) || (rc = tend_git_register(ws->eng)))
+	if ((rc = tend_fs_register(ws->eng)) ||
+	    (rc = tend_git_register(ws->eng)) ||
+	    (rc = tend_ws_connectors_register(ws)))
 		return rc;
-	return tend_ws_connectors_register(ws);
+	/* tend_main's init: once per engine, before any pass */
+	if (ws->code && ws->code->init && (rc = ws->code->init(ws->eng)))
+		return tend_error_set(rc, "tend_main init: %s",
+		    tend_error_last()[0] ? tend_error_last() : "failed");
+	return 0;
 }
 
 static int

@@ -529,6 +529,9 @@ struct tend_provider *
 tend_engine_child_provider(struct tend_engine *eng, struct tend_provider *parent,
     const struct tend_key *key)
 {
+	/* a parent from tend_engine_root() of a name not registered */
+	if (!parent || !key)
+		return NULL;
 	struct tend_fp id = ts_id(parent, key);
 	struct tend_provider *p = tend_registry_get(&eng->reg, &id);
 
@@ -1115,7 +1118,10 @@ plan_event(struct tend_engine *eng, struct tend_comp *c, struct plan *p,
 		.nprev = p->nprev,
 		.prev_may_be_missing = p->missing,
 		.status = p->status,
-		.error = p->error ? p->error : "",
+		/* NULL unless the action failed (a sink may leave a message
+		 * on a success: it is not an error) */
+		.error = kind != TEND_EV_ACTION_FAILED ? NULL
+			: p->error ? p->error : "failed",
 		.preview = c->pass->preview,
 	};
 

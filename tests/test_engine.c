@@ -1235,6 +1235,74 @@ events_report_actions(void **state)
 	assert_int_equal(F->napplied_ev, 1);
 }
 
+/* what an event callback saw of ev->error */
+struct error_seen {
+	unsigned ok_null, ok_set;   /* planned/applied: error NULL or not */
+	unsigned fail_msg, fail_bad; /* failed: a message, or NULL/"" */
+	char last[256];
+};
+
+static void
+on_error_event(const struct tend_event *ev, void *arg)
+{
+	struct error_seen *e = arg;
+
+	if (ev->kind == TEND_EV_ACTION_FAILED ||
+	    ev->kind == TEND_EV_COMPONENT_ERROR) {
+		if (ev->error && *ev->error) {
+			e->fail_msg++;
+			snprintf(e->last, sizeof e->last, "%s", ev->error);
+		} else
+			e->fail_bad++;
+	} else if (ev->error)
+		e->ok_set++;
+	else
+		e->ok_null++;
+}
+
+/* ev->error is NULL unless something failed, and then a message */
+static void
+event_error_is_null_on_success(void **state)
+{
+	struct error_seen e = {0};
+
+	tend_engine_subscribe(F->eng, ~0u, on_error_event, &e);
+	ASSERT_OK(fx_run(F, "a=1 b=2"));
+	assert_int_equal(e.ok_set, 0);
+	/* pass started, 2 planned, 2 applied, pass finished */
+	assert_int_equal(e.ok_null, 6);
+	assert_int_equal(e.fail_msg + e.fail_bad, 0);
+	F->w.fail_at = 1;
+	assert_int_not_equal(fx_run(F, "a=3 b=4"), 0);
+	assert_int_equal(e.ok_set, 0);
+	assert_int_equal(e.fail_bad, 0);
+	assert_int_equal(e.fail_msg, 1);
+	assert_non_null(strstr(e.last, "injected"));
+	F->w.fail_at = 0;
+	assert_int_not_equal(fx_run(F, "a=3 !"), 0);
+	assert_int_equal(e.ok_set, 0);
+	assert_int_equal(e.fail_bad, 0);
+	assert_int_equal(e.fail_msg, 2);
+}
+
+/* tend_engine_child_provider with the result of a failed root lookup
+ * (NULL) returns NULL rather than crashing */
+static void
+child_provider_of_null_parent_is_null(void **state)
+{
+	struct tend_key k = tend_key_str("D1");
+
+	ASSERT_OK(fx_run(F, D1 " D1/a=1"));
+	assert_non_null(tend_engine_child_provider(F->eng,
+	    tend_engine_root(F->eng, "dicts"), &k));
+	assert_null(tend_engine_root(F->eng, "no-such-root"));
+	assert_null(tend_engine_child_provider(F->eng,
+	    tend_engine_root(F->eng, "no-such-root"), &k));
+	assert_null(tend_engine_child_provider(F->eng, NULL, &k));
+	assert_null(tend_engine_child_provider(F->eng,
+	    tend_engine_root(F->eng, "dicts"), NULL));
+}
+
 static void
 map_full_grows_and_retries(void **state)
 {
@@ -1332,6 +1400,8 @@ main(void)
 		T(s70_crash_mid_sink_leaves_candidates),
 		T(s71_drop_with_failure),
 		T(events_report_actions),
+		T(event_error_is_null_on_success),
+		T(child_provider_of_null_parent_is_null),
 		T(map_full_grows_and_retries),
 	};
 

@@ -10,6 +10,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct tend_arena_chunk;
 
 struct tend_arena {
@@ -26,5 +30,9 @@ void *tend_arena_memdup(struct tend_arena *a, const void *p, size_t n);
 char *tend_arena_strdup(struct tend_arena *a, const char *s);
 /* Free everything; the arena is empty and reusable. */
 void tend_arena_finish(struct tend_arena *a);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

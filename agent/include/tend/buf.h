@@ -12,6 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct tend_buf {
 	char *ptr;   /* never NULL; ptr[len] == '\0' */
 	size_t len;  /* bytes in use */
@@ -61,5 +65,9 @@ void *tend_xcalloc(size_t n, size_t size);
 void *tend_xrealloc(void *p, size_t n);
 char *tend_xstrdup(const char *s);
 void *tend_xmemdup(const void *p, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

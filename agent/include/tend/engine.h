@@ -24,6 +24,10 @@
 #include "tend/key.h"
 #include "tend/target.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct tend_engine;
 struct tend_comp;     /* a running component: the scope of declarations */
 struct tend_provider; /* a factory of target states of one kind */
@@ -172,7 +176,9 @@ int tend_provider_attachment(struct tend_provider *p, const char *type,
 /*
  * The child provider of container (parent, key) as resolved by an earlier
  * pass in this engine, or NULL. For incremental passes (tend watch) that
- * declare into a container without re-declaring it.
+ * declare into a container without re-declaring it. A NULL parent (what
+ * tend_engine_root() returns for a name not registered) or key gives
+ * NULL.
  */
 struct tend_provider *tend_engine_child_provider(struct tend_engine *eng,
     struct tend_provider *parent, const struct tend_key *key);
@@ -238,5 +244,9 @@ struct tend_engine *tend_comp_engine(struct tend_comp *c);
 const char *tend_comp_path(struct tend_comp *c);
 /* Are we in a full-reprocess pass? */
 bool tend_comp_full(struct tend_comp *c);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,6 +10,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum tend_event_kind {
 	TEND_EV_PASS_STARTED = 1,
 	TEND_EV_ACTION_PLANNED,	 /* reconcile chose an action */
@@ -57,11 +61,17 @@ struct tend_event {
 	unsigned nprev;		   /* reconcile inputs, for "why" */
 	bool prev_may_be_missing;
 	int status;		   /* for failures */
-	const char *error;	   /* for failures */
+	/* ACTION_FAILED and COMPONENT_ERROR: the message, never NULL;
+	 * every other kind: NULL */
+	const char *error;
 	const struct tend_stats *stats; /* PASS_FINISHED */
 	bool preview;
 };
 
 typedef void tend_event_fn(const struct tend_event *ev, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -23,11 +23,19 @@
 #ifndef TEND_FAILPOINT_H
 #define TEND_FAILPOINT_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
  * 0 when the point does not fire; otherwise the injected errno value (also
  * stored in errno), which the caller reports as if the operation had
  * failed with it. `subject` may be NULL.
  */
 int tend_failpoint(const char *point, const char *subject);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

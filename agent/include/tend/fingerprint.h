@@ -13,6 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct tend_key;
 struct tend_buf;
 
@@ -20,10 +24,19 @@ struct tend_fp {
 	uint8_t b[16]; /* canonical (big-endian) XXH3-128 */
 };
 
+/* Alignment in C11 and C++11 alike (and in older GNU C) */
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#define TEND_ALIGNAS(n) alignas(n)
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define TEND_ALIGNAS(n) _Alignas(n)
+#else
+#define TEND_ALIGNAS(n) __attribute__((aligned(n)))
+#endif
+
 /* A streaming hasher; the state is opaque, but lives where the caller puts
  * it (no allocation). */
 struct tend_hasher {
-	_Alignas(64) unsigned char opaque[640];
+	TEND_ALIGNAS(64) unsigned char opaque[640];
 };
 
 void tend_hasher_init(struct tend_hasher *h);
@@ -52,5 +65,9 @@ bool tend_fp_equal(const struct tend_fp *a, const struct tend_fp *b);
 bool tend_fp_is_zero(const struct tend_fp *a);
 /* Append 32 lowercase hex digits. */
 void tend_fp_hex(struct tend_buf *out, const struct tend_fp *fp);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -26,6 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct tend_arena;
 struct tend_buf;
 
@@ -60,14 +64,16 @@ struct tend_key {
 static inline struct tend_key
 tend_key_none(void)
 {
-	struct tend_key k = {.kind = TEND_KEY_NONE};
+	struct tend_key k = {TEND_KEY_NONE, {false}};
+
 	return k;
 }
 
 static inline struct tend_key
 tend_key_bool(bool b)
 {
-	struct tend_key k = {.kind = TEND_KEY_BOOL};
+	struct tend_key k = {TEND_KEY_BOOL, {false}};
+
 	k.u.b = b;
 	return k;
 }
@@ -75,7 +81,8 @@ tend_key_bool(bool b)
 static inline struct tend_key
 tend_key_int(int64_t i)
 {
-	struct tend_key k = {.kind = TEND_KEY_INT};
+	struct tend_key k = {TEND_KEY_INT, {false}};
+
 	k.u.i = i;
 	return k;
 }
@@ -84,7 +91,8 @@ tend_key_int(int64_t i)
 static inline struct tend_key
 tend_key_strn(const char *p, size_t len)
 {
-	struct tend_key k = {.kind = TEND_KEY_STR};
+	struct tend_key k = {TEND_KEY_STR, {false}};
+
 	k.u.s.ptr = p;
 	k.u.s.len = len;
 	return k;
@@ -119,5 +127,9 @@ bool tend_key_equal(const struct tend_key *a, const struct tend_key *b);
  * uuid:..., @symbol, (a, b).
  */
 void tend_key_format(struct tend_buf *out, const struct tend_key *k);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -32,6 +32,10 @@
 #include "tend/engine.h"
 #include "tend/fingerprint.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TEND_PLUGIN_ABI 1
 
 struct tend_source_item {
@@ -77,7 +81,10 @@ struct tend_code_app {
 struct tend_main_opts {
 	const struct tend_code_app *apps;
 	size_t napps;
-	/* called once with the engine before any pass (custom connectors) */
+	/* Register custom connectors and resources: called once for every
+	 * engine a command opens (sync, plan, check, drop, ls, status,
+	 * watch), after the built-in connectors and before any pass. A
+	 * non-zero return (message via tend_error_set) fails the command. */
 	tend_plugin_init_fn *init;
 };
 
@@ -186,5 +193,9 @@ struct tend_fp tend_entry_link_fp(const char *text);
  * exit code.
  */
 int tend_main(int argc, char **argv, const struct tend_main_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

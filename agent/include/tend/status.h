@@ -9,6 +9,10 @@
 #ifndef TEND_STATUS_H
 #define TEND_STATUS_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum tend_status {
 	TEND_OK = 0,
 	TEND_ERROR = -1,     /* see tend_error_last() */
@@ -37,5 +41,9 @@ void tend_error_clear(void);
 
 /* A short name for a status code ("ENOTFOUND"). Never NULL. */
 const char *tend_status_name(int code);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

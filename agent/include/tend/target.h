@@ -30,6 +30,10 @@
 
 #include "tend/key.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TEND_TARGET_ABI 1
 
 struct tend_arena;
@@ -102,9 +106,28 @@ struct tend_handler_ops {
 	int (*reconcile)(struct tend_handler *h,
 	    const struct tend_reconcile_in *in, struct tend_reconcile_out *out);
 	/*
-	 * Optional: the attachment types this (child) handler offers. Fill up
-	 * to `max` entries of `out` and return how many. Called once when the
-	 * handler is installed; the returned handlers belong to the engine.
+	 * Optional: the attachment types this child handler (one a
+	 * container's sink, preview_child or open_child returned) offers;
+	 * tend_provider_attachment() finds them by type. A root provider's
+	 * handler is never asked.
+	 *
+	 * `out` has room for `max` entries (16 in this version; types past
+	 * that are not supported). Fill out[0] to out[n - 1] and return n,
+	 * at most `max` (the engine reads every entry below the count it
+	 * gets: more than `max` reads past `out`); entries past n are not
+	 * looked at. Give each type once. Each `type` must outlive the call,
+	 * as the engine copies it after the return: a string literal is
+	 * simplest. Every returned handler is the engine's, used or not
+	 * (tend check keeps the type it looks for and destroys the rest).
+	 *
+	 * Called each time a handler becomes its provider's handler, so
+	 * more than once for one handler: when a container's sink hands it
+	 * over (every pass that applies or refreshes the container); in a
+	 * plan, on preview_child's handler, then again on the handler it
+	 * stood in for when the plan puts that back; and on open_child's
+	 * (tend drop, tend check, a pass deleting the children of a
+	 * container not declared again). Each call must return new
+	 * handlers: the previous call's are destroyed.
 	 */
 	size_t (*attachments)(struct tend_handler *h,
 	    struct tend_attachment *out, size_t max);
@@ -182,10 +205,21 @@ struct tend_sink {
 void *tend_context_get(struct tend_context *ctx, const char *name);
 
 /*
- * The convergence rule for reconcile (semantics R50): true when nothing
- * may be missing and every possible previous record equals `rec`, i.e. no
- * write is needed. With several candidates after an interrupted apply it
- * is false unless all of them match.
+ * The convergence rule for reconcile (semantics R50), for a declared
+ * value: true when no write is needed, i.e. when
+ * in->prev_may_be_missing is false and each of the in->nprev previous
+ * records is exactly `len` bytes equal to `rec` (the record this
+ * reconcile would store). Byte equality only: the records must be
+ * canonical (the same value always encodes to the same bytes).
+ *
+ * False after an interrupted apply unless every candidate matches, on a
+ * first declaration, after a lossy invalidation of the container, in a
+ * full pass (tend sync --full) and whenever a candidate is a pending
+ * delete: in each of those the engine sets prev_may_be_missing. With no
+ * record and prev_may_be_missing false it is (vacuously) true; the
+ * engine never passes that pair. For a state no longer declared
+ * (desired == NULL) it does not apply: delete when nprev > 0 or
+ * prev_may_be_missing.
  */
 bool tend_reconcile_settled(const struct tend_reconcile_in *in,
     const void *rec, size_t len);
@@ -193,5 +227,9 @@ bool tend_reconcile_settled(const struct tend_reconcile_in *in,
 /* Convenience for sinks: set a formatted error on a result. */
 void tend_apply_fail(struct tend_apply_result *r, int status,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
