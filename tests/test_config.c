@@ -560,8 +560,7 @@ plugin_targets_and_their_keys(void **state)
 	    "tend.conf:2: plugin.sqlite.file: unknown key",
 	    "tend.conf:1: plugin.sqlite: missing \"path\"",
 	    "tend.conf:6: app.a.table: unknown key",
-	    "tend.conf:7: app.a.exclusiv: unknown key; did you mean "
-	    "\"exclusive\"?",
+	    "tend.conf:7: app.a.exclusiv: unknown key; did you mean \"exclusive\"?",
 	    "tend.conf:10: app.b.target: unknown target type \"mysql\"",
 	    "tend.conf:11: [plugin] needs a name",
 	};
