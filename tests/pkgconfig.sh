@@ -45,7 +45,11 @@ esac
 grep -q '^Requires' "$PC" && fail "Requires in tend.pc: $(grep '^Requires' "$PC")"
 
 # a connector, compiled and linked with nothing but these flags, and run
-"$@" -Wall -Wextra -pedantic -Werror $CFLAGS -o "$D/connector" "$SRC" \
+# (a sanitized libtend needs the sanitizers' runtime in the program too:
+# that is the test setup's business, not tend.pc's)
+SAN=
+[ -n "${TEND_SANITIZED:-}" ] && SAN=-fsanitize=address,undefined
+"$@" -Wall -Wextra -pedantic -Werror $CFLAGS $SAN -o "$D/connector" "$SRC" \
 	$LIBS || fail "the connector does not build against tend.pc"
 if [ -x "$D/connector" ]; then
 	LIBDIR=$(pc --variable=libdir)
