@@ -117,6 +117,21 @@ sed 's|tend-sqlite.so|nope.so|' tend.conf > t && mv t tend.conf
 run status; expect_rc 2 "a missing plugin: every command"
 expect_in "$ERR" "tend.conf:2: plugin.sqlite.path:" "the [plugin] line"
 
+# ---- a declaration plugin declares rows into a plugin's container
+cp "${LINES:?}" lines.so
+cat > tend.conf <<'CONF'
+[plugin "sqlite"]
+	path = tend-sqlite.so
+[app "lines"]
+	source = notes
+	declare = plugin lines.so lines_declare
+	target = sqlite:lines.db
+CONF
+run sync; expect_rc 0 "a declaration plugin into a sqlite target"
+[ "$(python3 -c "import sqlite3; print(sqlite3.connect('lines.db').execute(\"select count(*) from lines where path like 'stats/%'\").fetchone()[0])")" = 3 ] ||
+	fail "the plugin's rows: $(python3 -c "import sqlite3; print(sqlite3.connect('lines.db').execute('select path from lines').fetchall())")"
+run drop lines; expect_rc 0 "drop the lines app"
+
 # ---- drop leaves no table
 conf "	content = blob
 	recreate = true"
