@@ -1324,6 +1324,37 @@ forget_body(struct tend_txn *txn, void *arg)
 	return rc;
 }
 
+/* A tracked state of a target type no loaded connector provides (its
+ * [plugin] left tend.conf): a drop could only forget it, not delete it */
+struct unknown_root {
+	struct tend_engine *eng;
+	char *path;
+};
+
+static void
+find_unknown_root(const struct tend_state_info *si, void *arg)
+{
+	struct unknown_root *u = arg;
+	const char *p = si->path;
+
+	if (u->path || strncmp(p, "/@", 2) != 0)
+		return;
+	/* the root's name is some '/'-prefix of what follows "/@" */
+	for (const char *q = p + 2; *q; q++) {
+		if (*q != '/')
+			continue;
+		char *name = strndup(p + 2, (size_t)(q - (p + 2)));
+		bool known = name && tend_engine_root(u->eng, name);
+
+		free(name);
+		if (known)
+			return;
+	}
+	if (tend_engine_root(u->eng, p + 2))
+		return;
+	u->path = tend_xstrdup(p + 1);
+}
+
 static int
 cmd_drop(struct cli *c, struct tend_ws *ws)
 {
@@ -1345,12 +1376,31 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 
 		c->deleted = c->failed = 0;
 		c->cur_app = c->apps[i];
-		rc = tend_engine_drop(ws->eng, c->apps[i], &st);
+		struct unknown_root u = {ws->eng, NULL};
+		tend_engine_list(ws->eng, c->apps[i], find_unknown_root, &u);
+		if (u.path) {
+			rc = tend_error_set(TEND_EINVALID, "%s is a target of a "
+			    "type no loaded plugin provides (is its [plugin] "
+			    "section gone from tend.conf?): nothing dropped; put "
+			    "the section back", u.path);
+			free(u.path);
+		} else
+			/* the app's source rows go first: a drop killed
+			 * halfway leaves nothing that lets the next sync skip
+			 * a source (its entries may be half deleted) */
+			rc = tend_store_write(tend_engine_store(ws->eng),
+			    forget_body, &f);
+		if (rc == 0)
+			rc = tend_engine_drop(ws->eng, c->apps[i], &st);
 		flush_same_errors(c);
 		if (rc == 0)
 			rc = tend_store_write(tend_engine_store(ws->eng),
 			    forget_body, &f);
-		if (rc) {
+		if (rc == TEND_EINVALID) {
+			fprintf(stderr, "tend: drop %s: %s\n", c->apps[i],
+			    tend_error_last());
+			status = EXIT_FAIL;
+		} else if (rc) {
 			fprintf(stderr, "tend: drop %s: %s (what could not be "
 					"reverted is still tracked; run drop "
 					"again)\n",

@@ -119,4 +119,19 @@ for n in 1 2 3 4; do
 	grep -q "new$n" out/.tend-manifest || fail "settle $n: the manifest lacks new$n"
 	run plan; expect_rc 0 "settle $n: plan"
 done
+
+# a drop killed halfway, then a sync: the app is still declared, so every
+# entry comes back (the drop forgot the sources' rows first: nothing lets
+# the sync skip a source whose entry the drop deleted)
+rm -rf .tend out src && mkdir src && echo a > src/a && echo b > src/b && echo c > src/c
+conf_site
+run sync -q; expect_rc 0 "before the killed drop"
+sleep 2   # out of the racy window: the next sync trusts the signatures
+run sync -q; expect_rc 0 "the signatures trusted"
+TEND_FAILPOINTS='unlink@2=kill' "$TEND" drop site >/dev/null 2>&1
+run sync; expect_rc 0 "sync after a killed drop"
+expect_file out/a a; expect_file out/b b; expect_file out/c c
+run plan; expect_rc 0 "plan after the killed drop and a sync"
+expect_in "$OUT" "No changes" "plan says so"
+run check; expect_rc 0 "no drift after the killed drop and a sync"
 finish

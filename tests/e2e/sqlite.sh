@@ -132,6 +132,15 @@ run sync; expect_rc 0 "a declaration plugin into a sqlite target"
 	fail "the plugin's rows: $(python3 -c "import sqlite3; print(sqlite3.connect('lines.db').execute('select path from lines').fetchall())")"
 run drop lines; expect_rc 0 "drop the lines app"
 
+# ---- drop without the plugin loaded could only forget the rows: refused
+printf '[tend]\n' > tend.conf
+run status; expect_rc 0 "status without the app"
+run drop notes; expect_rc 1 "drop without the plugin"
+expect_in "$ERR" "no loaded plugin provides" "the refusal says why"
+[ -n "$(q "select path from notes where path = 'a.md'")" ] || fail "a refused drop touched the rows"
+run ls notes; expect_rc 0 "ls after the refused drop"
+expect_in "$OUT" "a.md" "a refused drop forgot nothing"
+
 # ---- drop leaves no table
 conf "	content = blob
 	recreate = true"
