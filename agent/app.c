@@ -685,6 +685,11 @@ struct run {
 	char **vanished;     /* seen last time, gone now */
 	size_t nvanished;
 	bool hold;	     /* the brake holds their deletes */
+	/* a sync --full of the app was interrupted: its components may hold
+	 * unsettled states under stamped rows, so no source is kept
+	 * without a look this pass */
+	bool unsure;
+	bool rows_done; /* the pass's SIG rows are written (pass_done) */
 	struct tend_fp logic;
 	uint64_t scan_ns;
 	char *stage;	     /* staging directory for exec outputs */
@@ -1793,8 +1798,9 @@ root_body(struct tend_comp *c, void *arg)
 	/* (a preview's new provider is gone after the pass) */
 	free(r->target_name);
 	r->target_name = tend_xstrdup(tend_provider_name(r->target));
-	bool fast = !r->o->full && (r->app->declare == TEND_DECLARE_COPY ||
-					r->app->declare == TEND_DECLARE_EXEC);
+	bool fast = !r->o->full && !r->unsure &&
+	    (r->app->declare == TEND_DECLARE_COPY ||
+		r->app->declare == TEND_DECLARE_EXEC);
 	if (r->app->declare == TEND_DECLARE_EXEC)
 		prerun_exec(c, r, fast, gid, gsc);
 	for (size_t i = 0; i < r->nitems; i++) {
@@ -2540,7 +2546,9 @@ pass_done(struct run *r, int rc)
 		    tend_engine_store(r->ws->eng), sig_body, r);
 		if (src && !rc)
 			rc = src;
-	}
+		r->rows_done = src == 0;
+	} else
+		r->rows_done = true;
 	if (r->res->held_deletes && rc == 0 && !r->o->preview)
 		rc = tend_error_set(TEND_ERROR,
 		    "%s: %llu source items vanished; their deletes are held "
@@ -2573,6 +2581,45 @@ run_free(struct run *r, char **skip, size_t nskip)
 		free(r->vanished[i]);
 	free(r->vanished);
 	free(r->source);
+}
+
+/* META "full/APP": a sync --full of APP is under way (set before its
+ * first write, gone once it finished) */
+struct full_mark {
+	const char *app;
+	bool on;
+};
+
+static int
+full_mark_body(struct tend_txn *txn, void *arg)
+{
+	struct full_mark *m = arg;
+	char key[300];
+
+	snprintf(key, sizeof key, "full/%s", m->app);
+	if (m->on)
+		return tend_store_put(txn, TEND_T_META, key, strlen(key), "1",
+		    1);
+	int rc = tend_store_del(txn, TEND_T_META, key, strlen(key));
+	return rc == TEND_ENOTFOUND ? 0 : rc;
+}
+
+static int
+full_mark(struct tend_ws *ws, const char *app, bool on)
+{
+	struct full_mark m = {app, on};
+
+	return tend_store_write(tend_engine_store(ws->eng), full_mark_body, &m);
+}
+
+static bool
+full_marked(struct tend_txn *txn, const char *app)
+{
+	struct tend_bytes v;
+	char key[300];
+
+	snprintf(key, sizeof key, "full/%s", app);
+	return tend_store_get(txn, TEND_T_META, key, strlen(key), &v) == 0;
 }
 
 int
@@ -2622,6 +2669,7 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
 		goto out;
 	scan.txn = txn;
+	r.unsure = full_marked(txn, app->name);
 	unsigned skipped = 0;
 	rc = tend_walk(r.source, &wo, on_file, &scan, &skipped);
 	if (scan.started)
@@ -2675,6 +2723,9 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	current_run = &r;
 	/* a git target makes one commit per pass: one batch */
 	tend_engine_set_batch(ws->eng, app_batch(app));
+	if (o->full && !o->preview && !r.unsure &&
+	    (rc = full_mark(ws, app->name, true)))
+		goto out;
 	rc = tend_engine_run(ws->eng, app->name, root_body, &r, &po,
 	    &res->stats);
 	current_run = NULL;
@@ -2704,7 +2755,16 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 			it->restamp = true;
 		}
 	}
+	bool ran = rc == 0 || r.res->stats.failed || r.res->stats.errors;
 	rc = pass_done(&r, rc);
+	/* every source was looked at and its row stamped as its memo is (a
+	 * failed component has none): a later pass may trust them again */
+	if (ran && r.rows_done && !o->preview && (o->full || r.unsure)) {
+		int mrc = full_mark(ws, app->name, false);
+
+		if (mrc && !rc)
+			rc = mrc;
+	}
 	/* sync --full: an exclusive target holds what is declared, nothing
 	 * else (a plain sync never reads the target) */
 	if (rc == 0 && o->full && !o->preview) {

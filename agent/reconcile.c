@@ -493,13 +493,16 @@ call_reconcile(struct tend_comp *c, struct tend_handler *h,
 }
 
 /* Append the new state to the candidates: (0, Deleted) first for a new
- * item, so a crash before commit leaves "may be missing" (R9). */
+ * item, so a crash before commit leaves "may be missing" (R9). So does a
+ * write planned while the target may differ from every record (a full
+ * pass, a lossy change): if it fails, the next pass must know the target
+ * is not what the records say, not settle on an equal record. */
 static void
 append_state(struct tend_comp *c, struct item *dst, const struct item *src,
-    const struct tend_reconcile_out *out)
+    const struct tend_reconcile_out *out, bool missing)
 {
 	size_t n = 0, have = src ? src->nstates : 1;
-	struct state *st = tend_arena_alloc(&c->arena, (have + 1) * sizeof *st);
+	struct state *st = tend_arena_alloc(&c->arena, (have + 2) * sizeof *st);
 
 	/* an older candidate equal to the new one adds nothing: drop it, so
 	 * repeated failures do not grow the list ([a, D, D, D]) */
@@ -515,6 +518,11 @@ append_state(struct tend_comp *c, struct item *dst, const struct item *src,
 			continue;
 		st[n++] = s;
 	}
+	bool marked = false;
+	for (size_t i = 0; i < n; i++)
+		marked |= st[i].deleted;
+	if (missing && src && !out->record_absent && !marked)
+		st[n++] = (struct state){.version = c->curr, .deleted = true};
 	st[n].version = c->curr;
 	st[n].deleted = out->record_absent;
 	st[n].rec = out->record_absent ? NULL
@@ -772,7 +780,7 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 		    out.invalidation == TEND_INVALIDATE_NONE &&
 		    (!d->child || (it->container &&
 				      it->gen_id != 0));
-		append_state(c, &p->item, it, &out);
+		append_state(c, &p->item, it, &out, missing);
 		if (d->child) {
 			/* R24 child provider generation; a container seen for
 			 * the first time (or re-created) gets a fresh id
@@ -893,7 +901,7 @@ phase2(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *tsid,
 	p->item = *it;
 	fill_action(p, &out, prev, nprev, missing);
 	p->op = TEND_OP_DELETE;
-	append_state(c, &p->item, it, &out);
+	append_state(c, &p->item, it, &out, missing);
 	return 0;
 }
 

@@ -242,6 +242,14 @@ run plan; expect_rc 2 "bad escapes"
 ROOT=$HERE/../..
 awk '/^```ini/{on=1; next} /^```/{on=0} on' "$ROOT/README.md" > tend.conf
 grep -q '^\[app "site"\]' tend.conf && grep -q '^\[app "pages"\]' tend.conf || fail "README's examples not found"
+# its connector plugin example: the SQLite one, where the README puts it
+if [ -n "${SQLITE_PLUGIN:-}" ]; then
+	mkdir -p plugins && cp "$SQLITE_PLUGIN" plugins/tend-sqlite.so
+else
+	# (built without libsqlite3: the example's plugin is not there)
+	awk '/^\[plugin "sqlite"\]/{skip=1} /^\[app "notes"\]/{skip=1}
+	     /^\[app "/ && !/notes/{skip=0} !skip' tend.conf > t && mv t tend.conf
+fi
 run ls; expect_rc 0 "README's example config"
 awk '/^\[app "site"\]/{on=1} /^\.RE/{on=0} on' "$ROOT/docs/tend.1" > tend.conf
 grep -q 'declare' tend.conf || fail "tend.1's example not found"

@@ -134,4 +134,29 @@ expect_file out/a a; expect_file out/b b; expect_file out/c c
 run plan; expect_rc 0 "plan after the killed drop and a sync"
 expect_in "$OUT" "No changes" "plan says so"
 run check; expect_rc 0 "no drift after the killed drop and a sync"
+
+# a repair by sync --full that fails is not forgotten: the state stays
+# unsettled, plan shows it, the next plain sync retries it
+rm -rf .tend out src && mkdir src && echo a > src/a.txt
+conf_site
+run sync -q; expect_rc 0 "before the failed repair"
+echo tampered > out/a.txt
+TEND_FAILPOINTS=write=EIO "$TEND" sync --full >/dev/null 2>&1
+run plan; expect_rc 3 "plan after a failed repair"
+expect_in "$OUT" "~ site out/a.txt" "the repair is pending"
+run sync; expect_rc 0 "a plain sync retries the repair"
+expect_file out/a.txt a
+run check; expect_rc 0 "no drift after the retried repair"
+
+# a sync --full killed halfway, then a plain sync: nothing is left
+# unsettled under a source kept without a look
+rm -rf .tend out src && mkdir src
+for i in 1 2 3 4 5 6 7 8; do echo $i > src/f$i; done
+conf_site
+run sync -q; expect_rc 0 "before the killed --full"
+sleep 2; run sync -q; expect_rc 0 "signatures trusted"
+TEND_FAILPOINTS='rename@3=kill' "$TEND" sync --full >/dev/null 2>&1
+run sync; expect_rc 0 "a plain sync after the killed --full"
+run check; expect_rc 0 "no drift after the killed --full and a sync"
+run status; expect_in "$OUT" "0 unsettled" "nothing unsettled"
 finish
