@@ -138,7 +138,8 @@ static const char *const usage_text =
     "  drop  APP...     revert every target state of the app, forget it\n"
     "  watch            the agent: catch up, then follow changes (inotify)\n"
     "  top              the dashboard of a running agent (ncurses)\n"
-    "  help [COMMAND]   this text, or a command's\n"
+    "  help [COMMAND]   this text, or a command's (help config: every\n"
+    "                   tend.conf key)\n"
     "\n"
     "Options:\n"
     "  -C DIR           run as if started in DIR\n"
@@ -255,7 +256,11 @@ help_config(struct cli *c)
 
 	fputs(text, stdout);
 	free(text);
-	if (tend_ws_load(&ws, c->dir, c->conf, &err) == 0)
+	int lrc = tend_ws_load(&ws, c->dir, c->conf, &err);
+	if (lrc == TEND_EINVALID)
+		printf("# tend.conf does not load, so its plugins' keys are not "
+		       "listed: tend status says why\n");
+	if (lrc == 0)
 		for (size_t i = 0; i < ws.cfg.nplugins; i++) {
 			const struct tend_connector_plugin *d =
 			    tend_ws_connector(&ws, ws.cfg.plugins[i].name);

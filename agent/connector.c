@@ -218,17 +218,53 @@ tend_ws_connectors_load(struct tend_ws *ws, struct tend_config *cfg,
 		if (cfg->plugins[i].path &&
 		    load(ws, cfg, &cfg->plugins[i], err) != 0)
 			rc = TEND_EINVALID;
+	char **keys = tend_xcalloc(cfg->napps + 1, sizeof *keys);
 	for (size_t i = 0; i < cfg->napps; i++) {
 		struct tend_app_config *a = &cfg->apps[i];
 		const struct tend_connector_plugin *d;
+		struct tend_buf key = TEND_BUF_INIT, v = TEND_BUF_INIT;
+		int line = a->target_line ? a->target_line : a->line;
 
 		if (a->target != TEND_TARGET_PLUGIN)
 			continue;
 		if (!(d = tend_ws_connector(ws, a->target_type)))
 			continue; /* its [plugin] failed: said above */
-		if (check_app(a, d, file, err) != 0)
+		if (check_app(a, d, file, err) != 0) {
 			rc = TEND_EINVALID;
+			continue;
+		}
+		/* what the plugin makes of the values: refused now, on the
+		 * app's line, not at every pass */
+		tend_error_clear();
+		if (tend_ws_connector_container(ws, a, &key, &v) != 0) {
+			tend_buf_printf(err, "%s:%d: app.%s.target: %s\n", file,
+			    line, a->name, tend_error_last());
+			rc = TEND_EINVALID;
+		} else {
+			/* one container, one app (as for dir: targets) */
+			tend_buf_reset(&v);
+			tend_buf_printf(&v, "%s\n%s", d->root, key.ptr);
+			for (size_t j = 0; j < i; j++)
+				if (keys[j] && strcmp(keys[j], v.ptr) == 0) {
+					tend_buf_printf(err, "%s:%d: app.%s.target: "
+					    "%s:%s is the target of app \"%s\" "
+					    "(%s:%d) too: apps whose targets "
+					    "overlap overwrite and delete each "
+					    "other's entries; give each its own\n",
+					    file, line, a->name, a->target_type,
+					    a->target_path, cfg->apps[j].name,
+					    file, cfg->apps[j].line);
+					rc = TEND_EINVALID;
+					break;
+				}
+			keys[i] = tend_buf_detach(&v, NULL);
+		}
+		tend_buf_release(&key);
+		tend_buf_release(&v);
 	}
+	for (size_t i = 0; i < cfg->napps; i++)
+		free(keys[i]);
+	free(keys);
 	if (rc == 0 && ws->eng)
 		rc = tend_ws_connectors_register(ws);
 	return rc;

@@ -222,7 +222,8 @@ static const struct opt opts[] = {
 	{"app", "name", V_STR, A(name_tmpl), "{path}",
 	    "entry name; placeholders {path} {dir} {name} {stem} {ext}"},
 	{"app", "target", V_TARGET, A(target), NULL,
-	    "dir:PATH | file:PATH | git:REPO (required)"},
+	    "dir:PATH | file:PATH | git:REPO | TYPE:ARG of a [plugin] "
+	    "(required)"},
 	{"app", "file-mode", V_MODE, A(file_mode), NULL,
 	    "mode of written entries (octal); changing it is lossy"},
 	{"app", "exclusive", V_BOOL, A(exclusive), "false",
@@ -326,6 +327,14 @@ tend_config_describe(void)
 		    opts[i].name, opts[i].def ? opts[i].def : "",
 		    opts[i].help);
 	}
+	static const char plugin[] =
+	    "[plugin \"TYPE\"]\n\tpath = \t# the connector plugin (FILE.so, "
+	    "relative to the workspace) that adds target = TYPE:ARG\n";
+	size_t len = strlen(out);
+	out = realloc(out, len + sizeof plugin);
+	if (!out)
+		abort();
+	memcpy(out + len, plugin, sizeof plugin);
 	return out;
 }
 

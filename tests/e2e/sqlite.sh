@@ -113,6 +113,16 @@ expect_in "$ERR" "tend.conf:7: app.notes.tabel: unknown key for a sqlite: target
 conf "	recreate = maybe"
 run check; expect_rc 2 "a bad boolean"
 expect_in "$ERR" "app.notes.recreate: expected a boolean" "the bad value"
+conf "	content = jpeg"
+run plan; expect_rc 2 "a value the plugin refuses: at load, not at every pass"
+expect_in "$ERR" "tend.conf:5: app.notes.target: " "on the app's target line"
+expect_in "$ERR" "content = jpeg" "the plugin's message"
+conf "[app \"twin\"]
+	source = notes
+	target = sqlite:./notes.db
+	table = notes"
+run sync; expect_rc 2 "two apps, one table"
+expect_in "$ERR" "app.twin.target: sqlite:./notes.db is the target of app \"notes\"" "the overlap names both apps"
 sed 's|tend-sqlite.so|nope.so|' tend.conf > t && mv t tend.conf
 run status; expect_rc 2 "a missing plugin: every command"
 expect_in "$ERR" "tend.conf:2: plugin.sqlite.path:" "the [plugin] line"

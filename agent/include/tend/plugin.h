@@ -112,6 +112,11 @@ struct tend_main_opts {
  * declarations work unchanged. Deleting a source deletes its entries
  * through the connector's child reconcile and sink; `drop` deletes the
  * children one by one (through open_child) and then the container.
+ *
+ * Sinks find the workspace with tend_context_get(ctx, "workspace") (an
+ * absolute path, const char *); "state" is tend's state directory. The
+ * working directory is the user's: never rely on it. docs/connectors.md
+ * has the whole checklist.
  */
 
 #define TEND_CONNECTOR_ABI 1
