@@ -284,6 +284,9 @@ help_config(struct cli *c)
 	return 0;
 }
 
+/* for an agent that starts again on a rebuilt connector plugin */
+static char **main_argv;
+
 static void
 die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -1576,6 +1579,7 @@ parse_args(struct cli *c, int argc, char **argv)
 int
 tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 {
+	main_argv = argv;
 	struct cli c = {.color = -1, .json_items = TEND_BUF_INIT};
 	struct tend_ws ws;
 	struct tend_buf err = TEND_BUF_INIT;
@@ -1683,7 +1687,14 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 
 		if (rfd)
 			ao.ready_fd = atoi(rfd);
-		if (c.daemon) {
+		/* started again after a connector plugin changed: it is
+		 * detached already */
+		bool again = getenv("TEND_AGENT_RESTARTED") != NULL;
+		unsetenv("TEND_AGENT_RESTARTED");
+		bool restart = false;
+		if (!c.tui)
+			ao.restart = &restart;
+		if (c.daemon && !again) {
 			/* the parent returns once the child has caught up */
 			int p[2];
 			char buf[8];
@@ -1730,6 +1741,16 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 			rc = watch_tui(&ws, &ao);
 		else
 			rc = tend_agent_run(&ws, &ao);
+		if (rc == 0 && restart) {
+			/* the same command on the new code: the locks and the
+			 * socket went with the agent, the pid stays */
+			tend_ws_close(&ws);
+			setenv("TEND_AGENT_RESTARTED", "1", 1);
+			execv("/proc/self/exe", main_argv);
+			fprintf(stderr, "tend watch: restarting: %s\n",
+			    strerror(errno));
+			return EXIT_FAIL;
+		}
 		if (rc) {
 			fprintf(stderr, "tend watch: %s\n", tend_error_last());
 			keep_error(tend_error_last());

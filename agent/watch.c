@@ -1003,6 +1003,21 @@ reload_config(struct agent *a)
 	struct tend_buf err = TEND_BUF_INIT;
 
 	a->reload = false;
+	if (a->plugins_changed && a->o->restart) {
+		/* a connector's code lives in the engine's handlers: the
+		 * agent starts again on the new file */
+		struct tend_buf notes = TEND_BUF_INIT;
+
+		if (tend_ws_connectors_changed(a->ws, &notes)) {
+			logf_(a, 0, "a connector plugin changed: the agent "
+				    "restarts to load it");
+			*a->o->restart = true;
+			a->stop = true;
+			tend_buf_release(&notes);
+			return;
+		}
+		tend_buf_release(&notes);
+	}
 	if (a->plugins_changed) {
 		struct tend_buf notes = TEND_BUF_INIT;
 
@@ -1058,6 +1073,8 @@ run_passes(struct agent *a, bool all)
 	a->first_ms = a->last_ms = 0;
 	if (a->reload || a->plugins_changed) {
 		reload_config(a);
+		if (a->stop)
+			return; /* restarting on a new connector plugin */
 		all = true;
 	}
 	for (size_t i = 0; i < a->napps; i++) {
@@ -1187,7 +1204,7 @@ plan_paused(struct agent *a)
 {
 	if (a->reload || a->plugins_changed)
 		reload_config(a);
-	for (size_t i = 0; i < a->napps; i++) {
+	for (size_t i = 0; i < a->napps && !a->stop; i++) {
 		struct appstate *s = &a->apps[i];
 
 		if (s->full || s->ndirty)

@@ -14,6 +14,10 @@ struct tend_agent_opts {
 	bool allow_delete;
 	int ready_fd;	    /* written "ready\n" after the catch-up, or -1 */
 	int stop_fd;	    /* readable: stop as on SIGTERM (-1: none) */
+	/* non-NULL: a connector plugin whose file changed stops the agent
+	 * (after its pass, as on SIGTERM) with *restart set, for the caller
+	 * to start it again on the new code; NULL: it is only reported */
+	bool *restart;
 };
 
 /*

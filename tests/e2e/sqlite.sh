@@ -142,6 +142,28 @@ run sync; expect_rc 0 "a declaration plugin into a sqlite target"
 	fail "the plugin's rows: $(python3 -c "import sqlite3; print(sqlite3.connect('lines.db').execute('select path from lines').fetchall())")"
 run drop lines; expect_rc 0 "drop the lines app"
 
+# ---- a running agent starts again on a rebuilt connector plugin
+CTL="python3 $HERE/agentctl.py $WS/.tend/agent.sock"
+conf "	content = blob
+	recreate = true"
+printf '[tend]\n\tdebounce = 0\n' | cat - tend.conf > t && mv t tend.conf
+"$TEND" watch 2>"$WS/agent.err" &
+AGENT=$!
+trap 'kill -TERM $AGENT 2>/dev/null; wait $AGENT 2>/dev/null; chmod -R u+rwx "$WS" 2>/dev/null; rm -rf "$WS"' EXIT
+$CTL ready || fail "agent ready"
+cp tend-sqlite.so new.so && mv new.so tend-sqlite.so   # a new file
+ino=$(stat -c %i tend-sqlite.so)
+i=0; until grep -q "restarts to load it" "$WS/agent.err" || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done
+expect_in "$(cat "$WS/agent.err")" "a connector plugin changed: the agent restarts to load it" "the agent says it restarts"
+$CTL ready || fail "the agent is back"
+grep "tend-sqlite.so" /proc/$AGENT/maps | grep -q " $ino " || fail "the agent runs the old plugin: $(grep tend-sqlite /proc/$AGENT/maps | head -2)"
+$CTL until "[ -n \"\$(python3 -c \"import sqlite3; print(sqlite3.connect('notes.db').execute(\\\"select path from notes where path='after.md'\\\").fetchall() or '')\")\" ]" -- 'echo after > notes/after.md' ||
+	fail "the restarted agent applies changes"
+kill -TERM $AGENT; wait $AGENT; rc=$?; AGENT=
+[ $rc = 0 ] || fail "the restarted agent's exit on SIGTERM: $rc"
+run check; expect_rc 0 "no drift after the agent"
+rm -f notes/after.md; run sync -q
+
 # ---- drop without the plugin loaded could only forget the rows: refused
 printf '[tend]\n' > tend.conf
 run status; expect_rc 0 "status without the app"
