@@ -303,8 +303,17 @@ tend_display_path(struct tend_buf *out, const char *provider, const char *key)
 		tend_buf_printf(&t, "git%s", key);
 	}
 	else {
-		tend_buf_printf(&t, "%s/", provider);
-		tend_buf_puts(&t, key);
+		/* another connector's: "ROOT/CONTAINER-KEY/KEY" without the
+		 * keys' quotes, as ls and check spell its state paths */
+		const char *q = strstr(provider, "/\"");
+
+		if (q) {
+			tend_buf_put(&t, provider, (size_t)(q + 1 - provider));
+			strip_quotes(&t, q + 1);
+		} else
+			tend_buf_puts(&t, provider);
+		tend_buf_putc(&t, '/');
+		strip_quotes(&t, key);
 	}
 	put_utf8(out, t.ptr, t.len);
 	tend_buf_release(&t);

@@ -65,6 +65,10 @@ expect_in "$OUT" "0 created, 0 updated, 0 deleted" "no-op counts"
 
 # ---- a modified, a deleted and a renamed source
 echo hello2 > notes/a.md; rm notes/c.md; mv notes/sub/b.md notes/sub/b2.md
+run plan; expect_rc 3 "changes pending"
+expect_in "$OUT" '~ notes @sqlite/table/notes.db\tnotes/a.md' "plan spells a row's path"
+run ls notes
+expect_in "$OUT" '@sqlite/table/notes.db\tnotes/a.md  ' "ls spells it the same"
 run sync; expect_rc 0 "modify, delete, rename"
 [ "$(q 'select path, content from notes order by path' | tr '\n' ' ')" = "a.md|hello2 sub/b2.md|world " ] || fail "after the changes: $(q 'select path, content from notes order by path')"
 
