@@ -1746,6 +1746,9 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 			 * socket went with the agent, the pid stays */
 			tend_ws_close(&ws);
 			setenv("TEND_AGENT_RESTARTED", "1", 1);
+			/* its ready fd was written and closed: that number
+			 * may be anything in the new process */
+			unsetenv("TEND_READY_FD");
 			execv("/proc/self/exe", main_argv);
 			fprintf(stderr, "tend watch: restarting: %s\n",
 			    strerror(errno));
