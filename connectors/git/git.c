@@ -1590,16 +1590,40 @@ cmp_group(const void *x, const void *y)
  */
 static char *locks_list; /* the group being applied: one at a time */
 
-static char *
-locks_list_path(struct tend_context *ctx)
+static void locks_recover(const char *list);
+static void locks_begin(const char *list);
+
+/*
+ * Around a group of writes to repositories (a sink's group, a sweep):
+ * tend's tags file and the list of ref locks taken, both under the state
+ * directory `state` (NULL: a library user's engine, neither). A killed
+ * tend's leftover locks are recovered first. *tf keeps the tags file's
+ * path alive until writes_end.
+ */
+static void
+writes_begin(const char *state, struct tend_buf *tf)
 {
-	const char *state = tend_context_get(ctx, "state");
 	struct tend_buf p = TEND_BUF_INIT;
 
 	if (!state)
-		return NULL;
+		return;
+	tend_buf_printf(tf, "%s/git-tags", state);
+	tags_file = tf->ptr;
 	tend_buf_printf(&p, "%s/git-locks", state);
-	return tend_buf_detach(&p, NULL);
+	locks_list = tend_buf_detach(&p, NULL);
+	locks_recover(locks_list);
+	locks_begin(locks_list);
+}
+
+static void
+writes_end(struct tend_buf *tf)
+{
+	if (locks_list)
+		unlink(locks_list); /* every lock we took is gone with its update */
+	free(locks_list);
+	locks_list = NULL;
+	tags_file = NULL;
+	tend_buf_release(tf);
 }
 
 /* Is the stale lock `path` what a tend was writing (`want`)? */
@@ -1707,7 +1731,6 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	struct packer pk;
 	bool use_pack = false;
 	struct tend_buf path = TEND_BUF_INIT, tf = TEND_BUF_INIT;
-	char *locks = NULL;
 	int rc;
 
 	if (!ups)
@@ -1734,16 +1757,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	if (rc)
 		goto out;
 	tend_pack_sweep(repo);
-	const char *state = tend_context_get(ctx, "state");
-	if (state) {
-		tend_buf_printf(&tf, "%s/git-tags", state);
-		tags_file = tf.ptr;
-	}
-	if ((locks = locks_list_path(ctx))) {
-		locks_recover(locks);
-		locks_begin(locks);
-		locks_list = locks;
-	}
+	writes_begin(tend_context_get(ctx, "state"), &tf);
 	/* containers first: open (and wipe), or drop */
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct git_action *a = acts[i];
@@ -1942,12 +1956,7 @@ out:
 	free(ups);
 	tend_buf_release(&path);
 	git_repository_free(repo);
-	if (locks)
-		unlink(locks); /* every lock we took is gone with its update */
-	locks_list = NULL;
-	free(locks);
-	tags_file = NULL;
-	tend_buf_release(&tf);
+	writes_end(&tf);
 }
 
 static void *const *group_actions;
@@ -2163,7 +2172,7 @@ tend_git_sweep(const struct tend_git_sweep *s, size_t *count)
 	git_tree_entry *e = NULL;
 	struct sweep_walk w = {.s = s, .rel = TEND_BUF_INIT};
 	struct tend_buf tf = TEND_BUF_INIT, tags = TEND_BUF_INIT;
-	char *where = NULL, *locks = NULL;
+	char *where = NULL;
 	struct update *ups = NULL;
 	struct spec sp = {0};
 	int rc = 0;
@@ -2212,24 +2221,12 @@ tend_git_sweep(const struct tend_git_sweep *s, size_t *count)
 	sp.author = (char *)s->spec->author;
 	sp.tags = tags.ptr ? tags.ptr : (char *)"";
 	sp.tagslen = tags.len;
-	if (s->state) {
-		tend_buf_printf(&tf, "%s/git-locks", s->state);
-		locks = tend_buf_detach(&tf, NULL);
-		locks_recover(locks);
-		locks_begin(locks);
-		locks_list = locks;
-		tend_buf_printf(&tf, "%s/git-tags", s->state);
-		tags_file = tf.ptr;
-	}
+	writes_begin(s->state, &tf);
 	rc = commit_updates(repo, s->ref, ups, w.n, "", false, &sp, w.n, NULL);
-	if (locks)
-		unlink(locks);
-	locks_list = NULL;
-	tags_file = NULL;
+	writes_end(&tf);
 out:
 	free(ups);
 	free(where);
-	free(locks);
 	for (size_t i = 0; i < w.n; i++)
 		free(w.rm[i]);
 	free(w.rm);
