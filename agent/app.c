@@ -225,24 +225,30 @@ tend_ws_reload(struct tend_ws *ws, struct tend_buf *err)
 
 static void rm_tree(const char *path);
 
-/* state/staging/<pid>: where entries are written before being renamed
- * into place. What a killed process left is removed here. */
-static void
-staging_setup(struct tend_ws *ws)
+/*
+ * Remove what dead processes left in state/DIR: the entries named after a
+ * pid ("<pid>" or "<pid>.<suffix>") that no running process has, and our
+ * own pid's, which a killed process that had our pid before us left (pids
+ * are reused: pid_max is 32768 on many systems, and a torture run wraps it
+ * in minutes). Returns the directory's path.
+ */
+static char *
+sweep_dead(struct tend_ws *ws, const char *dir)
 {
 	struct tend_buf base = TEND_BUF_INIT;
 	DIR *d;
 	struct dirent *e;
 
-	tend_buf_printf(&base, "%s/staging", ws->state_dir);
+	tend_buf_printf(&base, "%s/%s", ws->state_dir, dir);
 	mkdir(base.ptr, 0700);
 	if ((d = opendir(base.ptr))) {
 		while ((e = readdir(d))) {
 			char *end;
 			long pid = strtol(e->d_name, &end, 10);
 
-			if (*end || pid <= 0 ||
-			    (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+			if ((*end && *end != '.') || pid <= 0 ||
+			    (pid != (long)getpid() &&
+				(kill((pid_t)pid, 0) == 0 || errno == EPERM)))
 				continue;
 			char *p = path_join(base.ptr, e->d_name);
 			rm_tree(p);
@@ -250,7 +256,21 @@ staging_setup(struct tend_ws *ws)
 		}
 		closedir(d);
 	}
-	tend_buf_printf(&base, "/%d", (int)getpid());
+	return tend_buf_detach(&base, NULL);
+}
+
+/* state/staging/<pid>: where entries are written before being renamed
+ * into place; state/tmp/<pid>.XXXXXX: a pass's exec outputs. What a
+ * killed process left in either is removed here. */
+static void
+staging_setup(struct tend_ws *ws)
+{
+	struct tend_buf base = TEND_BUF_INIT;
+	char *dir = sweep_dead(ws, "staging");
+
+	free(sweep_dead(ws, "tmp"));
+	tend_buf_printf(&base, "%s/%d", dir, (int)getpid());
+	free(dir);
 	mkdir(base.ptr, 0700);
 	ws->staging = tend_buf_detach(&base, NULL);
 	tend_engine_set_resource(ws->eng, "staging", ws->staging);
@@ -1162,10 +1182,14 @@ stage_path(struct run *r)
 	if (!r->stage) {
 		struct tend_buf d = TEND_BUF_INIT;
 
+		/* a new directory, never one that exists: an exec's TEND_OUT
+		 * must start empty, whatever a killed process left */
 		tend_buf_printf(&d, "%s/tmp", r->ws->state_dir);
 		mkdir(d.ptr, 0700);
-		tend_buf_printf(&d, "/%d", (int)getpid());
-		mkdir(d.ptr, 0700);
+		tend_buf_printf(&d, "/%d.XXXXXX", (int)getpid());
+		if (!mkdtemp(d.ptr)) {
+			/* then staging in it fails, and says where */
+		}
 		r->stage = tend_buf_detach(&d, NULL);
 	}
 	tend_buf_printf(&p, "%s/%u", r->stage, r->stage_seq++);

@@ -159,4 +159,26 @@ TEND_FAILPOINTS='rename@3=kill' "$TEND" sync --full >/dev/null 2>&1
 run sync; expect_rc 0 "a plain sync after the killed --full"
 run check; expect_rc 0 "no drift after the killed --full and a sync"
 run status; expect_in "$OUT" "0 unsettled" "nothing unsettled"
+# a killed process's exec outputs (state/tmp/<pid>/...) are never another
+# pass's: pids are reused, and a new process with the dead one's pid took
+# its TEND_OUT directory, outputs and all (the torture, seed 9: a `gen`
+# entry declared from `multi`'s leftovers of another source)
+rm -rf .tend out gen src && mkdir src
+echo x > src/one.txt
+cat > tend.conf <<'CONF'
+[app "gen"]
+	source = src
+	declare = exec sed s/^/gen:/
+	target = dir:gen
+CONF
+mkdir -p .tend/tmp
+last=$(cat /proc/sys/kernel/ns_last_pid 2>/dev/null || echo 100)
+pids="$(seq $((last + 1)) $((last + 400))) 999999"
+(cd .tend/tmp && for p in $pids; do echo $p/1/one.txt.d; done | xargs mkdir -p)
+for p in $pids; do echo stale > .tend/tmp/$p/1/one.txt.d/a; done
+run sync -q; expect_rc 0 "sync beside a dead process's exec outputs"
+expect_file gen/one.txt gen:x
+[ -z "$(find gen -type f ! -name one.txt)" ] ||
+	fail "a dead process's exec outputs declared: $(find gen -type f)"
+[ -z "$(ls .tend/tmp)" ] || fail "dead processes' exec outputs kept: $(ls .tend/tmp | head -3)"
 finish
