@@ -1,0 +1,804 @@
+/*
+ * pass.c - from [app] sections to engine passes.
+ *
+ * One pass of an app:
+ *   1. walk the source (sorted, filtered) and compare every file's stat
+ *      signature (size, mtime ns, ctime ns, inode, mode) with the one
+ *      stored in the SIG table: only files whose signature changed are
+ *      read and hashed; a signature within the racy window (mtime too
+ *      close to the scan) is stored as untrusted, so it is hashed again;
+ *   2. the delete brake: if more than the allowed number of previously
+ *      seen items vanished (or the source is suddenly empty), those items
+ *      are kept, not deleted, and the pass reports them;
+ *   3. the engine pass: the root component mounts the target container,
+ *      then one memoized component per file (input: path, content
+ *      fingerprint, mode; logic: the app's declaration settings), whose
+ *      body runs the declaration function;
+ *   4. the SIG table is brought up to date in one transaction.
+ */
+#define _GNU_SOURCE
+#include "pass.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fs.h"
+#include "inspect.h"
+#include "tend/status.h"
+#include "walk.h"
+
+/* ---- one pass ---- */
+
+static struct tend_fp
+app_logic(const struct tend_app_config *a)
+{
+	struct tend_hasher h;
+
+	tend_hasher_init(&h);
+	tend_hasher_str(&h, "tend-app-logic-1");
+	tend_hasher_str(&h, a->declare_text);
+	tend_hasher_str(&h, a->name_tmpl ? a->name_tmpl : "{path}");
+	tend_hasher_int(&h, a->target);
+	tend_hasher_str(&h, a->target_path);
+	/* a git target's container is (repository, ref, prefix): another
+	 * ref or prefix is another container, which every item declares
+	 * into anew (a memo would keep them in the old one, deleted) */
+	if (a->target == TEND_TARGET_GIT) {
+		tend_hasher_str(&h, a->ref ? a->ref : "");
+		tend_hasher_str(&h, a->prefix ? a->prefix : "");
+	}
+	/* a plugin target's type and keys: another container, maybe */
+	if (a->target == TEND_TARGET_PLUGIN) {
+		tend_hasher_str(&h, a->target_type);
+		for (size_t i = 0; i < a->plugin_values.n; i++)
+			tend_hasher_str(&h, a->plugin_values.v[i]);
+	}
+	/* outputs of exec and plugin items are remembered for the
+	 * manifest only when they run: switching it on runs them */
+	if (a->declare != TEND_DECLARE_COPY)
+		tend_hasher_bool(&h, a->manifest);
+	if (a->declare == TEND_DECLARE_CODE)
+		tend_hasher_int(&h, a->code_version);
+	return tend_hasher_final(&h);
+}
+
+/* Is `inner` (relative to the workspace) inside `outer`? Then the
+ * relative path from outer to inner goes into *rel. */
+static bool
+inside(const char *outer, const char *inner, char **rel)
+{
+	size_t ol = strlen(outer);
+
+	if (strcmp(outer, ".") == 0) {
+		*rel = strdup(inner);
+		return true;
+	}
+	if (strncmp(outer, inner, ol) != 0 || (inner[ol] != '/' && inner[ol]))
+		return false;
+	*rel = strdup(inner[ol] ? inner + ol + 1 : ".");
+	return true;
+}
+
+void
+rm_tree(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+
+	if (d) {
+		while ((e = readdir(d))) {
+			char *p;
+
+			if (strcmp(e->d_name, ".") == 0 ||
+			    strcmp(e->d_name, "..") == 0)
+				continue;
+			p = path_join(path, e->d_name);
+			struct stat st;
+			if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+				rm_tree(p);
+			else
+				unlink(p);
+			free(p);
+		}
+		closedir(d);
+	}
+	rmdir(path);
+}
+
+/* What a walk of the app's source never visits: a target inside it and
+ * the state directory (skip[] holds 3). False if the target directory is
+ * the source itself. */
+static bool
+source_skips(struct tend_ws *ws, struct tend_app_config *app, char **skip,
+    size_t *nskip)
+{
+	char *rel;
+
+	if (app->target != TEND_TARGET_GIT &&
+	    inside(app->source, app->target_path, &rel)) {
+		if (app->target == TEND_TARGET_DIR && strcmp(rel, ".") == 0) {
+			free(rel);
+			return false;
+		}
+		skip[(*nskip)++] = rel;
+	}
+	if (inside(app->source, ws->cfg.state, &rel))
+		skip[(*nskip)++] = rel;
+	return true;
+}
+
+static struct tend_walk_opts
+walk_opts(const struct tend_app_config *app, char **skip, size_t nskip)
+{
+	struct tend_walk_opts wo = {
+		.include = app->include.v,
+		.ninclude = app->include.n,
+		.exclude = app->exclude.v,
+		.nexclude = app->exclude.n,
+		.gitignore = app->gitignore,
+		.skip = skip,
+		.nskip = nskip,
+		.links = strcmp(app->symlinks, "skip") != 0,
+	};
+
+	return wo;
+}
+
+/* For plan: the entries the vanished items declared (their SIG rows
+ * list them), whose deletes the brake holds. */
+static void
+held_entries(struct run *r)
+{
+	struct tend_buf outs = TEND_BUF_INIT, key = TEND_BUF_INIT;
+	struct tend_buf disp = TEND_BUF_INIT;
+	const char *name;
+	uint16_t len;
+
+	if (r->app->target == TEND_TARGET_FILE) {
+		r->res->held = tend_xcalloc(1, sizeof *r->res->held);
+		r->res->held[r->res->nheld++] = tend_xstrdup(
+		    r->app->target_path);
+		r->res->held_update = true;
+		return;
+	}
+	if (!r->target_name || held_outs(r, &outs))
+		return;
+	for (size_t pos = 0; outs_next(outs.ptr, outs.len, &pos, &name, &len);) {
+		struct tend_key k = tend_key_strn(name, len);
+
+		tend_buf_reset(&key);
+		tend_buf_reset(&disp);
+		tend_key_format(&key, &k);
+		tend_display_path(&disp, r->target_name, key.ptr);
+		r->res->held = tend_xrealloc(r->res->held,
+		    (r->res->nheld + 1) * sizeof *r->res->held);
+		r->res->held[r->res->nheld++] = tend_buf_detach(&disp, NULL);
+	}
+	tend_buf_release(&outs);
+	tend_buf_release(&key);
+	tend_buf_release(&disp);
+}
+
+/* After an engine pass: bring the signatures up to date, report held
+ * deletes. */
+int
+pass_done(struct run *r, int rc)
+{
+	bool due = !r->hold && r->nvanished;
+
+	if (r->o->preview && r->hold)
+		held_entries(r);
+
+	if (!r->o->preview)
+		keep_conflicts(r);
+
+	for (size_t i = 0; i < r->nitems && !due; i++)
+		due = sig_due(&r->items[i]);
+	if (!r->o->preview && due) {
+		int src = tend_store_write_settle(
+		    tend_engine_store(r->ws->eng), sig_body, r);
+		if (src && !rc)
+			rc = src;
+		r->rows_done = src == 0;
+	} else
+		r->rows_done = true;
+	if (r->res->held_deletes && rc == 0 && !r->o->preview)
+		rc = tend_error_set(TEND_ERROR,
+		    "%s: %llu source items vanished; their deletes are held "
+		    "back (tend sync --allow-delete, or raise max-delete)",
+		    r->app->name, (unsigned long long)r->res->held_deletes);
+	return rc;
+}
+
+static void
+run_free(struct run *r, char **skip, size_t nskip)
+{
+	free(r->target_name);
+	for (size_t i = 0; i < r->nconflicted; i++)
+		free(r->conflicted[i]);
+	free(r->conflicted);
+	if (r->stage)
+		rm_tree(r->stage);
+	free(r->stage);
+	for (size_t i = 0; i < nskip; i++)
+		free(skip[i]);
+	for (size_t i = 0; i < r->nitems; i++) {
+		free(r->items[i].rel);
+		tend_buf_release(&r->items[i].outs);
+		free(r->items[i].job_msg);
+		free(r->items[i].job_out);
+		free(r->items[i].job_dir);
+	}
+	free(r->items);
+	for (size_t i = 0; i < r->nvanished; i++)
+		free(r->vanished[i]);
+	free(r->vanished);
+	free(r->source);
+}
+
+/* META "full/APP": a sync --full of APP is under way (set before its
+ * first write, gone once it finished) */
+struct full_mark {
+	const char *app;
+	bool on;
+};
+
+static int
+full_mark_body(struct tend_txn *txn, void *arg)
+{
+	struct full_mark *m = arg;
+	char key[300];
+
+	snprintf(key, sizeof key, "full/%s", m->app);
+	if (m->on)
+		return tend_store_put(txn, TEND_T_META, key, strlen(key), "1",
+		    1);
+	int rc = tend_store_del(txn, TEND_T_META, key, strlen(key));
+	return rc == TEND_ENOTFOUND ? 0 : rc;
+}
+
+static int
+full_mark(struct tend_ws *ws, const char *app, bool on)
+{
+	struct full_mark m = {app, on};
+
+	return tend_store_write(tend_engine_store(ws->eng), full_mark_body, &m);
+}
+
+static bool
+full_marked(struct tend_txn *txn, const char *app)
+{
+	struct tend_bytes v;
+	char key[300];
+
+	snprintf(key, sizeof key, "full/%s", app);
+	return tend_store_get(txn, TEND_T_META, key, strlen(key), &v) == 0;
+}
+
+int
+tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
+    const struct tend_sync_opts *o, struct tend_app_result *res)
+{
+	struct run r = {.ws = ws, .app = app, .o = o, .res = res};
+	struct tend_txn *txn = NULL;
+	struct scan scan = {.r = &r};
+	char *skip[3] = {NULL, NULL, NULL};
+	size_t nskip = 0, nprev = 0;
+	struct timespec now;
+	int rc;
+
+	memset(res, 0, sizeof *res);
+	if ((rc = tend_ws_open(ws)))
+		return rc;
+	r.source = path_join(ws->root, app->source);
+	r.logic = app_logic(app);
+	clock_gettime(CLOCK_REALTIME, &now);
+	r.scan_ns = ts_ns(&now);
+	/* an unmounted or missing source must never wipe a target */
+	struct stat st;
+	if (stat(r.source, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		char msg[PATH_MAX + 128];
+		snprintf(msg, sizeof msg,
+		    "source %s is missing or not a directory: nothing done "
+		    "(its targets are kept)",
+		    app->source);
+		res->error = strdup(msg);
+		rc = tend_error_set(TEND_ERROR, "%s", msg);
+		goto out;
+	}
+	/* never read what we write, nor our own state */
+	if (!source_skips(ws, app, skip, &nskip)) {
+		res->error = strdup("target and source are the same "
+				    "directory");
+		rc = tend_error_set(TEND_ERROR, "%s: %s", app->name, res->error);
+		goto out;
+	}
+	struct tend_walk_opts wo = walk_opts(app, skip, nskip);
+	unsigned links_skipped = 0;
+	wo.on_dir = o->on_dir;
+	wo.dir_arg = o->dir_arg;
+	wo.links_skipped = &links_skipped;
+	scan.key = (struct tend_buf)TEND_BUF_INIT;
+	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
+		goto out;
+	scan.txn = txn;
+	r.unsure = full_marked(txn, app->name);
+	unsigned skipped = 0;
+	rc = tend_walk(r.source, &wo, on_file, &scan, &skipped);
+	if (scan.started)
+		tend_store_iter_finish(&scan.it);
+	res->skipped = skipped;
+	res->links_skipped = links_skipped;
+	if (rc == 0) {
+		/* the walk yields path order already; sort only if a long
+		 * or odd name broke it */
+		for (size_t i = 1; i < r.nitems; i++)
+			if (cmp_rel(&r.items[i - 1], &r.items[i]) > 0) {
+				qsort(r.items, r.nitems, sizeof *r.items,
+				    cmp_rel);
+				break;
+			}
+		rc = count_previous(&r, txn, &nprev);
+	}
+	tend_store_read_end(txn);
+	tend_buf_release(&scan.key);
+	if (rc)
+		goto out;
+	if (o->progress)
+		o->progress(o->arg, app->name, res->files, res->hashed);
+	if (app->declare == TEND_DECLARE_PLUGIN) {
+		if (!(r.plugin = plugin_load(ws, app->declare_arg))) {
+			res->error = strdup(tend_error_last());
+			rc = TEND_ERROR;
+			goto out;
+		}
+		struct tend_hasher lh;
+		tend_hasher_init(&lh);
+		tend_hasher_fp(&lh, &r.logic);
+		tend_hasher_fp(&lh, &r.plugin->fp);
+		r.logic = tend_hasher_final(&lh);
+	}
+	/* the delete brake */
+	bool trip;
+	if (app->max_delete >= 0)
+		trip = r.nvanished > (size_t)app->max_delete;
+	else
+		trip = (r.nvanished * 2 > nprev && r.nvanished >= 20) ||
+		    (r.nitems == 0 && nprev > 0);
+	res->brake = trip && r.nvanished;
+	if (trip && !o->allow_delete && r.nvanished) {
+		res->held_deletes = r.nvanished;
+		r.hold = true;
+		held_sources(res, &r);
+	} else
+		res->gone_items = r.nvanished;
+	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
+	current_run = &r;
+	/* a git target makes one commit per pass: one batch */
+	tend_engine_set_batch(ws->eng, app_batch(app));
+	if (o->full && !o->preview && !r.unsure &&
+	    (rc = full_mark(ws, app->name, true)))
+		goto out;
+	rc = tend_engine_run(ws->eng, app->name, root_body, &r, &po,
+	    &res->stats);
+	current_run = NULL;
+	if (!o->preview && app->target != TEND_TARGET_FILE && r.target) {
+		uint64_t gid, gsc;
+
+		tend_provider_generation(r.target, &gid, &gsc);
+		for (size_t i = 0; i < r.nitems; i++) {
+			struct item *it = &r.items[i];
+			struct tend_key path[2] = {tend_key_symbol("files"),
+			    tend_key_strn(it->rel, it->len)};
+			struct tend_fp in = item_input(it);
+
+			if (it->kept || it->sig.mode == 0)
+				continue;
+			bool ok = tend_engine_memo_matches(ws->eng, app->name,
+			    path, 2, &in, &r.logic);
+			if (ok == it->sig.stamped &&
+			    (!ok || (tend_fp_equal(&it->sig.logic, &r.logic) &&
+				       it->sig.gen_id == gid &&
+				       it->sig.gen_schema == gsc)))
+				continue;
+			it->sig.stamped = ok;
+			it->sig.logic = r.logic;
+			it->sig.gen_id = gid;
+			it->sig.gen_schema = gsc;
+			it->restamp = true;
+		}
+	}
+	bool ran = rc == 0 || r.res->stats.failed || r.res->stats.errors;
+	rc = pass_done(&r, rc);
+	/* every source was looked at and its row stamped as its memo is (a
+	 * failed component has none): a later pass may trust them again */
+	if (ran && r.rows_done && !o->preview && (o->full || r.unsure)) {
+		int mrc = full_mark(ws, app->name, false);
+
+		if (mrc && !rc)
+			rc = mrc;
+	}
+	/* sync --full: an exclusive target holds what is declared, nothing
+	 * else (a plain sync never reads the target) */
+	if (rc == 0 && o->full && !o->preview) {
+		size_t n;
+
+		rc = tend_app_strays(ws, app, true, NULL, NULL, &n);
+		res->strays = n;
+	}
+out:
+	run_free(&r, skip, nskip);
+	return rc;
+}
+
+void
+tend_app_result_finish(struct tend_app_result *res)
+{
+	free(res->error);
+	res->error = NULL;
+	for (size_t i = 0; i < res->nheld; i++)
+		free(res->held[i]);
+	free(res->held);
+	res->held = NULL;
+	res->nheld = 0;
+	for (size_t i = 0; i < res->nheld_sources; i++)
+		free(res->held_sources[i]);
+	free(res->held_sources);
+	res->held_sources = NULL;
+	res->nheld_sources = 0;
+}
+
+int
+tend_ws_tracked_apps(struct tend_ws *ws, char ***out, size_t *n)
+{
+	struct tend_txn *txn;
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	struct tend_arena a = TEND_ARENA_INIT;
+	int rc, more;
+
+	*out = NULL;
+	*n = 0;
+	if ((rc = tend_ws_open(ws)))
+		return rc;
+	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
+		return rc;
+	tend_store_iter_init(&it, txn, TEND_T_COMP, NULL, 0);
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
+		/* header: fmt, version, token, flags, has_parent, parent,
+		 * processor, path */
+		size_t pos = 1 + 8 + 16 + 1;
+		if (v.len < pos + 1 + 16 + 4 || v.data[pos] != 0)
+			continue; /* has a parent: not an app root */
+		pos += 1 + 16;
+		uint32_t plen;
+		memcpy(&plen, v.data + pos, 4);
+		pos += 4 + plen;
+		if (pos + 4 > v.len)
+			continue;
+		uint32_t len;
+		memcpy(&len, v.data + pos, 4);
+		pos += 4;
+		struct tend_key key;
+		size_t used;
+		if (pos + len > v.len ||
+		    tend_key_decode(&key, v.data + pos, len, &used, &a) ||
+		    used != len || key.kind != TEND_KEY_STR)
+			continue;
+		*out = tend_xrealloc(*out, (*n + 1) * sizeof **out);
+		(*out)[(*n)++] = strndup(key.u.s.ptr, key.u.s.len);
+	}
+	tend_store_iter_finish(&it);
+	tend_store_read_end(txn);
+	tend_arena_finish(&a);
+	return more < 0 ? more : 0;
+}
+
+/* ---- incremental passes (tend watch) ---- */
+
+struct partial {
+	struct run *r;
+};
+
+static int
+partial_body(struct tend_comp *c, void *arg)
+{
+	struct run *r = ((struct partial *)arg)->r;
+	int rc;
+
+	/* the gone first: an item that takes over one of their entries
+	 * (a move) then finds its owner gone, whatever the batches */
+	for (size_t i = 0; !r->hold && i < r->nvanished; i++) {
+		struct tend_key path[2] = {tend_key_symbol("files"),
+		    tend_key_str(r->vanished[i])};
+
+		if ((rc = tend_mount_gone(c, path, 2)))
+			return rc;
+	}
+	for (size_t i = 0; i < r->nitems; i++)
+		if ((rc = mount_item(c, r, &r->items[i])) != 0)
+			return rc;
+	return 0;
+}
+
+static struct tend_provider *
+existing_target(struct tend_ws *ws, struct tend_app_config *app)
+{
+	struct tend_engine *eng = ws->eng;
+
+	if (app->target == TEND_TARGET_DIR) {
+		struct tend_key k = tend_key_str(app->target_path);
+
+		return tend_engine_child_provider(eng,
+		    tend_engine_root(eng, TEND_FS_DIR), &k);
+	}
+	if (app->target == TEND_TARGET_GIT) {
+		struct tend_key parts[3] = {tend_key_str(app->target_path),
+		    tend_key_str(app->ref),
+		    tend_key_str(app->prefix ? app->prefix : "")};
+		struct tend_key k = tend_key_tuple(parts, 3);
+
+		return tend_engine_child_provider(eng,
+		    tend_engine_root(eng, TEND_GIT), &k);
+	}
+	if (app->target == TEND_TARGET_PLUGIN) {
+		const struct tend_connector_plugin *d =
+		    tend_ws_connector(ws, app->target_type);
+		struct tend_buf key = TEND_BUF_INIT, v = TEND_BUF_INIT;
+		struct tend_provider *p = NULL;
+
+		if (d && tend_ws_connector_container(ws, app, &key, &v) == 0) {
+			struct tend_key k = tend_key_str(key.ptr);
+
+			p = tend_engine_child_provider(eng,
+			    tend_engine_root(eng, d->root), &k);
+		}
+		tend_error_clear();
+		tend_buf_release(&key);
+		tend_buf_release(&v);
+		return p;
+	}
+	return NULL;
+}
+
+/* ---- incremental passes ---- */
+
+struct pathset {
+	char **v;
+	size_t n, cap;
+	bool too_many; /* a full pass is cheaper, or a path is digested */
+};
+
+#define SUBTREE_MAX 20000 /* paths from directory events before a full pass */
+
+static void
+pathset_add(struct pathset *ps, const char *p, size_t len)
+{
+	if (ps->n >= SUBTREE_MAX) {
+		ps->too_many = true;
+		return;
+	}
+	if (ps->n == ps->cap) {
+		ps->cap = ps->cap ? ps->cap * 2 : 64;
+		ps->v = tend_xrealloc(ps->v, ps->cap * sizeof *ps->v);
+	}
+	ps->v[ps->n] = tend_xmemdup(p, len + 1);
+	ps->v[ps->n++][len] = '\0';
+}
+
+static int
+on_sub_file(const char *rel, size_t len, int dirfd, const char *leaf,
+    const struct stat *st, void *arg)
+{
+	(void)dirfd;
+	(void)leaf;
+	(void)st;
+	pathset_add(arg, rel, len);
+	return 0;
+}
+
+int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The agent's paths, with "dir/" (a directory created, removed, moved in,
+ * out or within) standing for every file under it: those it had (their
+ * signatures) and those it has now (a walk of it). Sorted, unique.
+ */
+static void
+expand_paths(struct run *r, struct tend_txn *txn,
+    const struct tend_walk_opts *wo, char *const *rels, size_t n,
+    struct pathset *ps)
+{
+	struct tend_buf prefix = TEND_BUF_INIT;
+	size_t al = strlen(r->app->name) + 1;
+
+	for (size_t i = 0; i < n && !ps->too_many; i++) {
+		size_t len = strlen(rels[i]);
+
+		if (!len || rels[i][len - 1] != '/') {
+			pathset_add(ps, rels[i], len);
+			continue;
+		}
+		struct tend_iter it;
+		struct tend_bytes k, v;
+
+		tend_buf_reset(&prefix);
+		tend_buf_put(&prefix, r->app->name, al);
+		tend_buf_put(&prefix, rels[i], len);
+		tend_store_iter_init(&it, txn, TEND_T_SIG, prefix.ptr,
+		    prefix.len);
+		while (!ps->too_many && tend_store_iter_next(&it, &k, &v) == 1) {
+			if (memchr(k.data + al, 0xff, k.len - al))
+				ps->too_many = true; /* a digested long path */
+			else
+				pathset_add(ps, (const char *)k.data + al,
+				    k.len - al);
+		}
+		tend_store_iter_finish(&it);
+		char *dir = tend_xmemdup(rels[i], len);
+		dir[len - 1] = '\0';
+		tend_walk_sub(r->source, wo, dir, on_sub_file, ps, NULL);
+		free(dir);
+	}
+	tend_buf_release(&prefix);
+	if (ps->n > 1)
+		qsort(ps->v, ps->n, sizeof *ps->v, cmp_str);
+	size_t k = 0;
+	for (size_t i = 0; i < ps->n; i++) {
+		if (k && strcmp(ps->v[k - 1], ps->v[i]) == 0)
+			free(ps->v[i]);
+		else
+			ps->v[k++] = ps->v[i];
+	}
+	ps->n = k;
+}
+
+static void
+pathset_free(struct pathset *ps)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		free(ps->v[i]);
+	free(ps->v);
+}
+
+int
+tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
+    char *const *rels, size_t n, const struct tend_sync_opts *o,
+    struct tend_app_result *res)
+{
+	struct run r = {.ws = ws, .app = app, .o = o, .res = res};
+	struct tend_txn *txn = NULL;
+	struct tend_buf key = TEND_BUF_INIT;
+	struct pathset ps = {0};
+	char *skip[3] = {NULL, NULL, NULL};
+	size_t nskip = 0, nprev = 0;
+	struct timespec now;
+	int rc;
+
+	if ((rc = tend_ws_open(ws)))
+		return rc;
+	r.target = existing_target(ws, app);
+	/* no container from an earlier pass in this process, an aggregate,
+	 * a manifest to rewrite: a full pass is the truth */
+	if (!r.target || app->manifest || app->declare == TEND_DECLARE_PLUGIN ||
+	    app->declare == TEND_DECLARE_CODE)
+		return tend_app_sync(ws, app, o, res);
+	memset(res, 0, sizeof *res);
+	r.source = path_join(ws->root, app->source);
+	r.logic = app_logic(app);
+	clock_gettime(CLOCK_REALTIME, &now);
+	r.scan_ns = ts_ns(&now);
+	source_skips(ws, app, skip, &nskip); /* a full pass ran: not the source */
+	struct tend_walk_opts wo = walk_opts(app, skip, nskip);
+	wo.on_dir = o->on_dir;
+	wo.dir_arg = o->dir_arg;
+	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
+		goto out;
+	/* the items that conflicted last time run again: the other
+	 * declaration may be gone */
+	struct tend_conflicts *was = o->preview ? NULL
+					       : ws_conflicts(ws, app->name);
+	size_t nwas = was ? was->n : 0;
+	char **all = tend_xcalloc(n + nwas + 1, sizeof *all);
+	memcpy(all, rels, n * sizeof *rels);
+	if (nwas)
+		memcpy(all + n, was->rels, nwas * sizeof *was->rels);
+	expand_paths(&r, txn, &wo, all, n + nwas, &ps);
+	free(all);
+	if (ps.too_many) {
+		tend_store_read_end(txn);
+		pathset_free(&ps);
+		run_free(&r, skip, nskip);
+		return tend_app_sync(ws, app, o, res);
+	}
+	rels = ps.v;
+	n = ps.n;
+	for (size_t i = 0; i < n; i++) {
+		const char *p = rels[i];
+		size_t len = strlen(p);
+		struct tend_bytes v;
+		struct sig old;
+		struct stat st;
+
+		sig_key(&key, app->name, p, len);
+		bool had = tend_store_get(txn, TEND_T_SIG, key.ptr, key.len,
+			       &v) == 0 &&
+		    sig_decode(&v, &old);
+		char *abs = path_join(r.source, p);
+		bool present = lstat(abs, &st) == 0 &&
+		    (S_ISREG(st.st_mode) || (wo.links && S_ISLNK(st.st_mode))) &&
+		    tend_walk_includes(r.source, &wo, p);
+		if (!present) {
+			free(abs);
+			if (had) {
+				r.vanished = tend_xrealloc(r.vanished,
+				    (r.nvanished + 1) * sizeof *r.vanished);
+				r.vanished[r.nvanished++] = tend_xstrdup(p);
+			}
+			continue;
+		}
+		add_item(&r, p, len, &st, had ? &v : NULL, AT_FDCWD, abs);
+		free(abs);
+	}
+	if (r.nvanished) {
+		struct tend_buf prefix = TEND_BUF_INIT;
+		struct tend_iter it;
+		struct tend_bytes k, v;
+
+		tend_buf_puts(&prefix, app->name);
+		tend_buf_putc(&prefix, 0);
+		tend_store_iter_init(&it, txn, TEND_T_SIG, prefix.ptr,
+		    prefix.len);
+		while (tend_store_iter_next(&it, &k, &v) == 1)
+			nprev++;
+		tend_store_iter_finish(&it);
+		tend_buf_release(&prefix);
+	}
+	tend_store_read_end(txn);
+	if (r.nitems > 1)
+		qsort(r.items, r.nitems, sizeof *r.items, cmp_rel);
+	/* the brake, over this batch of events */
+	bool trip = app->max_delete >= 0
+	    ? r.nvanished > (size_t)app->max_delete
+	    : r.nvanished * 2 > nprev && r.nvanished >= 20;
+	res->brake = trip && r.nvanished;
+	if (trip && !o->allow_delete && r.nvanished) {
+		res->held_deletes = r.nvanished;
+		r.hold = true;
+		held_sources(res, &r);
+	} else
+		res->gone_items = r.nvanished;
+	struct partial pa = {&r};
+	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
+	current_run = &r;
+	tend_engine_set_batch(ws->eng, app_batch(app));
+	if (app->declare == TEND_DECLARE_EXEC) {
+		uint64_t gid, gsc;
+
+		tend_provider_generation(r.target, &gid, &gsc);
+		prerun_exec_items(&r, gid, gsc);
+	}
+	if (!o->preview)
+		tend_engine_set_settle_hook(ws->eng, settle_sig, &r);
+	rc = tend_engine_run_partial(ws->eng, app->name, partial_body, &pa,
+	    &po, &res->stats);
+	tend_engine_set_settle_hook(ws->eng, NULL, NULL);
+	current_run = NULL;
+	rc = pass_done(&r, rc);
+out:
+	tend_buf_release(&key);
+	pathset_free(&ps);
+	run_free(&r, skip, nskip);
+	return rc;
+}
+

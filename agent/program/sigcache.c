@@ -1,0 +1,379 @@
+/*
+ * sigcache.c - the stat-signature cache: one SIG row per source file
+ * (size, mtime ns, ctime ns, inode, mode, content fingerprint, the
+ * entries it declared, and the stamp of the component that last
+ * committed it). A walk compares every file's signature with its row and
+ * reads and hashes only those that changed; a signature within the racy
+ * window (mtime too close to the scan) is stored as untrusted, so it is
+ * hashed again next time. The rows are written after a full pass, or with
+ * each component's settle in a partial one.
+ */
+#define _GNU_SOURCE
+#include "pass.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "tend/failpoint.h"
+#include "tend/status.h"
+
+/* A file changed within this window before the scan may change again
+ * without its mtime moving (timestamps advance in kernel ticks): its
+ * signature is not trusted next time. */
+#define RACY_NS (50ull * 1000000ull)
+#define SIG_VERSION 3
+
+
+
+uint64_t
+ts_ns(const struct timespec *t)
+{
+	return (uint64_t)t->tv_sec * 1000000000ull + (uint64_t)t->tv_nsec;
+}
+
+static void
+sig_of(struct sig *s, const struct stat *st)
+{
+	s->size = (uint64_t)st->st_size;
+	s->mtime_ns = ts_ns(&st->st_mtim);
+	s->ctime_ns = ts_ns(&st->st_ctim);
+	s->ino = (uint64_t)st->st_ino;
+	s->mode = (uint32_t)st->st_mode;
+}
+
+static bool
+sig_same(const struct sig *a, const struct sig *b)
+{
+	return a->size == b->size && a->mtime_ns == b->mtime_ns &&
+	    a->ctime_ns == b->ctime_ns && a->ino == b->ino && a->mode == b->mode;
+}
+
+void
+sig_key(struct tend_buf *k, const char *app, const char *rel, size_t len)
+{
+	tend_buf_reset(k);
+	tend_buf_puts(k, app);
+	tend_buf_putc(k, 0);
+	if (len <= 400)
+		tend_buf_put(k, rel, len);
+	else {
+		/* LMDB keys are at most 511 bytes: long paths by digest */
+		struct tend_fp fp = tend_fp_bytes(rel, len);
+
+		tend_buf_put(k, rel, 300);
+		tend_buf_putc(k, 0xff);
+		tend_buf_put(k, fp.b, 16);
+	}
+}
+
+static void
+sig_encode(struct tend_buf *b, const struct sig *s, const struct tend_buf *outs)
+{
+	uint64_t v[4] = {s->size, s->mtime_ns, s->ctime_ns, s->ino};
+	uint64_t g[2] = {s->gen_id, s->gen_schema};
+
+	tend_buf_putc(b, SIG_VERSION);
+	tend_buf_put(b, v, sizeof v);
+	tend_buf_put(b, &s->mode, 4);
+	tend_buf_putc(b, s->trusted);
+	tend_buf_put(b, s->fp.b, 16);
+	tend_buf_putc(b, s->stamped);
+	tend_buf_put(b, s->logic.b, 16);
+	tend_buf_put(b, g, sizeof g);
+	tend_buf_put(b, outs->ptr, outs->len);
+}
+
+bool
+sig_decode(const struct tend_bytes *v, struct sig *s)
+{
+	uint64_t x[4];
+
+	if (v->len < SIG_FIXED || v->data[0] != SIG_VERSION)
+		return false;
+	memcpy(x, v->data + 1, 32);
+	s->size = x[0];
+	s->mtime_ns = x[1];
+	s->ctime_ns = x[2];
+	s->ino = x[3];
+	memcpy(&s->mode, v->data + 33, 4);
+	s->trusted = v->data[37] != 0;
+	memcpy(s->fp.b, v->data + 38, 16);
+	s->stamped = v->data[54] != 0;
+	memcpy(s->logic.b, v->data + 55, 16);
+	uint64_t g[2];
+	memcpy(g, v->data + 71, 16);
+	s->gen_id = g[0];
+	s->gen_schema = g[1];
+	return true;
+}
+
+/* A symlink's content is its target's text, never what it points to;
+ * `text` (PATH_MAX bytes) gets it too. */
+int
+hash_link(int dirfd, const char *leaf, struct tend_fp *out, char *text)
+{
+	char buf[PATH_MAX];
+	ssize_t n = readlinkat(dirfd, leaf, buf, sizeof buf - 1);
+
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	*out = tend_fs_link_fp(buf);
+	if (text)
+		memcpy(text, buf, (size_t)n + 1);
+	return 0;
+}
+
+int
+hash_file(int dirfd, const char *leaf, struct tend_fp *out)
+{
+	int fd, rc;
+
+	if (tend_failpoint("read", leaf))
+		return -1;
+	if ((fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return -1;
+	rc = hash_fd_fp(fd, out);
+	close(fd);
+	return rc;
+}
+
+static int
+cmp_bytes(const void *a, size_t alen, const void *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	return c ? c : (alen > blen) - (alen < blen);
+}
+
+/* The stored signature row of the key in s->key, or not found. */
+static int
+sig_lookup(struct scan *s, size_t rel_len, struct tend_bytes *v)
+{
+	if (rel_len > 400) /* digested keys are out of path order */
+		return tend_store_get(s->txn, TEND_T_SIG, s->key.ptr,
+		    s->key.len, v);
+	if (!s->started) {
+		size_t plen = strlen(s->r->app->name) + 1;
+
+		s->started = true;
+		tend_store_iter_init(&s->it, s->txn, TEND_T_SIG, s->key.ptr,
+		    plen);
+		s->cur_valid = tend_store_iter_next(&s->it, &s->ck, &s->cv) == 1;
+	}
+	while (s->cur_valid &&
+	    cmp_bytes(s->ck.data, s->ck.len, s->key.ptr, s->key.len) < 0)
+		s->cur_valid = tend_store_iter_next(&s->it, &s->ck, &s->cv) == 1;
+	if (s->cur_valid &&
+	    cmp_bytes(s->ck.data, s->ck.len, s->key.ptr, s->key.len) == 0) {
+		*v = s->cv;
+		return 0;
+	}
+	return TEND_ENOTFOUND;
+}
+
+/*
+ * Add the source file rel (stat st, stored signature row `row` or NULL)
+ * to the run: unchanged if its trusted signature matches, else read and
+ * hashed; a signature within the racy window is stored untrusted.
+ */
+void
+add_item(struct run *r, const char *rel, size_t len, const struct stat *st,
+    const struct tend_bytes *row, int dirfd, const char *leaf)
+{
+	struct item it = {0};
+	struct sig old;
+	bool have = row && sig_decode(row, &old);
+
+	it.rel = tend_xmemdup(rel, len + 1);
+	it.len = len;
+	it.outs = (struct tend_buf)TEND_BUF_INIT;
+	sig_of(&it.sig, st);
+	if (have) {
+		tend_buf_put(&it.outs, row->data + SIG_FIXED,
+		    row->len - SIG_FIXED);
+		it.had = true;
+		it.old_fp = old.fp;
+	}
+	if (have && old.trusted && sig_same(&old, &it.sig)) {
+		it.sig = old;
+		it.unchanged = true;
+	} else {
+		if ((S_ISLNK(st->st_mode) ? hash_link(dirfd, leaf, &it.sig.fp,
+			 NULL) : hash_file(dirfd, leaf, &it.sig.fp)) != 0) {
+			/* unreadable: an error of this item, reported by its
+			 * component (the target keeps what it had) */
+			it.read_errno = errno ? errno : EIO;
+			memset(&it.sig.fp, 0, sizeof it.sig.fp);
+			it.sig.mode = 0;
+		}
+		it.hashed = true;
+		it.sig.trusted = it.sig.mode != 0 &&
+		    it.sig.mtime_ns + RACY_NS < r->scan_ns &&
+		    it.sig.ctime_ns + RACY_NS < r->scan_ns;
+		r->res->hashed++;
+	}
+	if (r->nitems == r->citems) {
+		r->citems = r->citems ? r->citems * 2 : 256;
+		r->items = tend_xrealloc(r->items, r->citems * sizeof *r->items);
+	}
+	r->items[r->nitems++] = it;
+	r->res->files++;
+	r->res->new_items += !have;
+}
+
+int
+on_file(const char *rel, size_t len, int dirfd, const char *leaf,
+    const struct stat *st, void *arg)
+{
+	struct scan *s = arg;
+	struct run *r = s->r;
+	struct tend_bytes v;
+
+	sig_key(&s->key, r->app->name, rel, len);
+	add_item(r, rel, len, st, sig_lookup(s, len, &v) == 0 ? &v : NULL,
+	    dirfd, leaf);
+	if (r->o->progress && (r->nitems & 1023) == 0)
+		r->o->progress(r->o->arg, r->app->name, r->res->files,
+		    r->res->hashed);
+	return 0;
+}
+
+int
+cmp_rel(const void *a, const void *b)
+{
+	const struct item *x = a, *y = b;
+	size_t n = x->len < y->len ? x->len : y->len;
+	int c = memcmp(x->rel, y->rel, n);
+
+	return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+bool
+have_item(struct run *r, const char *rel, size_t len)
+{
+	struct item probe = {.rel = (char *)rel, .len = len};
+
+	if (!r->nitems)
+		return false;
+	return bsearch(&probe, r->items, r->nitems, sizeof *r->items,
+		   cmp_rel) != NULL;
+}
+
+/* Previously seen source items: how many, and which vanished. Both the
+ * rows and the items are in path order: a merge. */
+int
+count_previous(struct run *r, struct tend_txn *txn, size_t *nprev)
+{
+	struct tend_buf prefix = TEND_BUF_INIT;
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	size_t j = 0;
+	int more;
+
+	*nprev = 0;
+	tend_buf_puts(&prefix, r->app->name);
+	tend_buf_putc(&prefix, 0);
+	tend_store_iter_init(&it, txn, TEND_T_SIG, prefix.ptr, prefix.len);
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
+		const char *rel = (const char *)k.data + prefix.len;
+		size_t len = k.len - prefix.len;
+		struct item probe = {.rel = (char *)rel, .len = len};
+
+		(*nprev)++;
+		if (memchr(rel, 0xff, len))
+			continue; /* a digested long path: never vanishes here */
+		while (j < r->nitems && cmp_rel(&r->items[j], &probe) < 0)
+			j++;
+		if ((j < r->nitems && cmp_rel(&r->items[j], &probe) == 0) ||
+		    have_item(r, rel, len))
+			continue;
+		r->vanished = tend_xrealloc(r->vanished,
+		    (r->nvanished + 1) * sizeof *r->vanished);
+		r->vanished[r->nvanished++] = strndup(rel, len);
+	}
+	tend_store_iter_finish(&it);
+	tend_buf_release(&prefix);
+	return more < 0 ? more : 0;
+}
+
+/* ---- SIG upkeep ---- */
+
+/* Does the item's SIG row need writing? (read now, ran, or restamped) */
+static bool
+sig_wanted(const struct item *it)
+{
+	return (it->hashed || it->ran || it->restamp) && it->sig.mode != 0;
+}
+
+/* ... and was it not settled with its component already? */
+bool
+sig_due(const struct item *it)
+{
+	return sig_wanted(it) && !it->sig_done;
+}
+
+static int
+put_sig(struct tend_txn *txn, struct run *r, struct item *it,
+    struct tend_buf *k, struct tend_buf *v)
+{
+	sig_key(k, r->app->name, it->rel, it->len);
+	tend_buf_reset(v);
+	sig_encode(v, &it->sig, &it->outs);
+	return tend_store_put(txn, TEND_T_SIG, k->ptr, k->len, v->ptr, v->len);
+}
+
+int
+sig_body(struct tend_txn *txn, void *arg)
+{
+	struct run *r = arg;
+	struct tend_buf k = TEND_BUF_INIT, v = TEND_BUF_INIT;
+	int rc = 0;
+
+	for (size_t i = 0; i < r->nitems && rc == 0; i++)
+		if (sig_due(&r->items[i]))
+			rc = put_sig(txn, r, &r->items[i], &k, &v);
+	/* forget vanished items, unless the brake holds them (digested long
+	 * paths are not in the list: they stay, harmless, until drop) */
+	for (size_t i = 0; rc == 0 && !r->hold && i < r->nvanished; i++) {
+		sig_key(&k, r->app->name, r->vanished[i], strlen(r->vanished[i]));
+		rc = tend_store_del(txn, TEND_T_SIG, k.ptr, k.len);
+	}
+	tend_buf_release(&k);
+	tend_buf_release(&v);
+	return rc;
+}
+
+/*
+ * A partial pass writes an item's SIG row in the transaction that settles
+ * its component (tend_engine_set_settle_hook): one durable commit per
+ * pass fewer, and the row commits with what it describes. (A full pass
+ * restamps its items after the run: there the rows wait for that.)
+ */
+int
+settle_sig(struct tend_txn *txn, const char *component, void *arg)
+{
+	struct run *r = arg;
+	struct item *it = find_item(r, component);
+	struct tend_buf k = TEND_BUF_INIT, v = TEND_BUF_INIT;
+	int rc = 0;
+
+	/* a failed component's row is written all the same. sig_wanted,
+	 * not sig_due: a body retried after the map grew writes the row
+	 * again. If the transaction fails for good the row stays old: its
+	 * signature no longer matches the file, which the next pass reads
+	 * again. */
+	if (it && sig_wanted(it)) {
+		rc = put_sig(txn, r, it, &k, &v);
+		it->sig_done = rc == 0;
+	}
+	tend_buf_release(&k);
+	tend_buf_release(&v);
+	return rc;
+}
+
