@@ -1,16 +1,10 @@
 /*
  * watch.c - the agent (tend watch): catch up, then follow the sources.
  *
- * One thread, one epoll loop: inotify (the only user of <sys/inotify.h>),
- * a signalfd, a timerfd for the debounce, the control socket and its
- * clients. Nothing polls: an idle agent sleeps in epoll_wait.
- *
- * inotify is a hint and a full pass is the truth: changes to files become
- * incremental passes over just those paths (tend_app_sync_paths); anything
- * about directories (created, moved in or out, removed), a queue overflow
- * or a lost watch makes the app's next pass a full one, which the stat
- * signatures keep cheap. A new directory's watch is added before it is
- * scanned, so nothing created inside it is missed.
+ * One thread, one epoll loop: inotify (this file and wtree.c are the only
+ * users of <sys/inotify.h>), a signalfd, a timerfd for the debounce, the
+ * control socket and its clients. Nothing polls: an idle agent sleeps in
+ * epoll_wait.
  *
  * The control socket (state/agent.sock, 0600, peer uid checked) speaks
  * lines: a command per line ("status", "sync", "pause", "resume",
@@ -21,9 +15,14 @@
  * next pass's durable commit carries it, so passes that follow each other
  * pay one disk flush fewer. When no pass is due SETTLE_MS after one, when
  * a command comes, and at exit, it is committed on its own.
+ *
+ * This file is struct agent's life: the lock, the set-up, reloading
+ * tend.conf and plugins, the main loop and the tear-down. The rest of the
+ * agent works on the same struct agent (agent_int.h):
+ *   wtree.c   the inotify watches of the sources
  */
 #define _GNU_SOURCE
-#include "watch.h"
+#include "agent_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +41,6 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-#include <dirent.h>
 
 #include "check.h"
 #include "inspect.h"
@@ -51,77 +49,6 @@
 #include "tend/status.h"
 
 #define CLIENT_MAX_OUT (256 * 1024) /* a slower client is dropped */
-#define MAX_CLIENTS 32
-#define IN_MASK (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | \
-    IN_CREATE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
-
-struct wref {
-	size_t app;
-	char *rel; /* the directory, relative to the app's source ("" = root) */
-};
-
-struct wdir {
-	int wd;
-	struct wref *refs;
-	size_t nrefs;
-};
-
-struct appstate {
-	char **dirty;
-	size_t ndirty;
-	bool full;
-	bool polled; /* watch limit hit: rescanned periodically */
-	uint64_t held;	/* source items whose deletes the brake holds */
-	char **held_src; /* ...their paths: part of every partial pass */
-	size_t nheld_src;
-	bool approved;	/* `approve`: the next pass may delete them */
-	char *plan;	/* the last "plan" event line, NULL if none */
-	size_t nplan;
-	size_t plan_queued; /* the "queued" it said */
-	/* for the dashboard: counted on full passes, kept up to date by
-	 * the incremental ones; -1 until known */
-	int64_t components, states;
-	uint64_t errors; /* failed actions and components in the last pass */
-	char *last;	 /* its last pass_finished line (no newline), or NULL */
-};
-
-struct client {
-	int fd;
-	uint64_t shed; /* action events skipped while it lagged */
-	bool subscribed;
-	bool want_done; /* asked for a sync: told when it is over */
-	uint64_t seen; /* a->ticks when it connected or last sent */
-	struct tend_buf in, out;
-};
-
-struct agent {
-	struct tend_ws *ws;
-	const struct tend_agent_opts *o;
-	int ep, ino, sig, tmr, lst, lockfd;
-	char *sock_path;
-	struct wdir *dirs;
-	size_t ndirs, cdirs;
-	struct appstate *apps;
-	size_t napps;
-	struct client clients[MAX_CLIENTS];
-	uint64_t ticks; /* orders client activity */
-	uint64_t first_ms, last_ms; /* debounce window */
-	uint64_t settle_ms;	    /* commit a deferred settle then */
-	uint64_t settle_wait;	    /* SETTLE_MS */
-	bool paused, stop, reload;
-	bool forced; /* `sync` while paused: one round of passes anyway */
-	uint64_t passes, overflows, start_ms, last_pass_ms;
-	time_t started; /* start_ms on the wall clock */
-	uint64_t applied; /* actions applied since the start */
-	bool limit_reported;
-	struct tend_buf last_summary; /* the last pass_finished, no newline */
-	int wd_conf;
-	/* plugin files: the watch of each one's directory, and its name */
-	int *pwd;
-	char **pname;
-	size_t npw;
-	bool plugins_changed;
-};
 
 static uint64_t
 now_ms(void)
@@ -206,11 +133,7 @@ tend_pass_from_json(struct tend_pass *p, const struct tend_json *j)
  * (TEND_SETTLE_MS overrides it: the tests hold one open). */
 #define SETTLE_MS 2
 
-static void
-logf_(struct agent *a, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
+void
 logf_(struct agent *a, int level, const char *fmt, ...)
 {
 	va_list ap;
@@ -234,6 +157,36 @@ settle(struct agent *a)
 	a->settle_ms = 0;
 	if (tend_store_settle_pending(st) && tend_store_settle_flush(st) != 0)
 		logf_(a, 0, "%s", tend_error_last());
+}
+
+void
+poke(struct agent *a)
+{
+	uint64_t now = now_ms();
+
+	if (!a->first_ms)
+		a->first_ms = now;
+	a->last_ms = now;
+}
+
+void
+arm_timer(struct agent *a)
+{
+	struct itimerspec it = {0};
+
+	if (a->first_ms) {
+		uint64_t due = a->last_ms + a->ws->cfg.debounce_ms;
+		uint64_t cap = a->first_ms + a->ws->cfg.max_delay_ms;
+		uint64_t now = now_ms();
+
+		if (cap < due)
+			due = cap;
+		uint64_t wait = due > now ? due - now : 0;
+		/* 0 would disarm: at least 1 ns */
+		it.it_value.tv_sec = (time_t)(wait / 1000);
+		it.it_value.tv_nsec = (long)(wait % 1000) * 1000000 + 1;
+	}
+	timerfd_settime(a->tmr, 0, &it, NULL);
 }
 
 /* ---- clients ---- */
@@ -320,12 +273,6 @@ anyone_listens(struct agent *a)
 	return false;
 }
 
-static size_t
-nwatches(struct agent *a)
-{
-	return a->ndirs;
-}
-
 static void
 on_count(const struct tend_state_info *si, void *arg)
 {
@@ -374,417 +321,7 @@ status_line(struct agent *a, struct tend_buf *b)
 	    a->last_summary.len ? a->last_summary.ptr : "null");
 }
 
-/* ---- watches ---- */
-
-static struct wdir *
-wdir_find(struct agent *a, int wd)
-{
-	/* wds grow monotonically: binary search */
-	size_t lo = 0, hi = a->ndirs;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (a->dirs[mid].wd == wd)
-			return &a->dirs[mid];
-		if (a->dirs[mid].wd < wd)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
-static void
-wdir_add_ref(struct agent *a, int wd, size_t app, const char *rel)
-{
-	struct wdir *d = wdir_find(a, wd);
-
-	if (!d) {
-		if (a->ndirs == a->cdirs) {
-			a->cdirs = a->cdirs ? a->cdirs * 2 : 64;
-			a->dirs = tend_xrealloc(a->dirs,
-			    a->cdirs * sizeof *a->dirs);
-		}
-		size_t pos = a->ndirs;
-		while (pos > 0 && a->dirs[pos - 1].wd > wd)
-			pos--;
-		memmove(&a->dirs[pos + 1], &a->dirs[pos],
-		    (a->ndirs - pos) * sizeof *a->dirs);
-		a->dirs[pos] = (struct wdir){.wd = wd};
-		a->ndirs++;
-		d = &a->dirs[pos];
-	}
-	for (size_t i = 0; i < d->nrefs; i++)
-		if (d->refs[i].app == app) {
-			free(d->refs[i].rel);
-			d->refs[i].rel = tend_xstrdup(rel);
-			return;
-		}
-	d->refs = tend_xrealloc(d->refs, (d->nrefs + 1) * sizeof *d->refs);
-	d->refs[d->nrefs].app = app;
-	d->refs[d->nrefs].rel = tend_xstrdup(rel);
-	d->nrefs++;
-}
-
-static void
-wdir_remove(struct agent *a, int wd)
-{
-	struct wdir *d = wdir_find(a, wd);
-
-	if (!d)
-		return;
-	for (size_t i = 0; i < d->nrefs; i++)
-		free(d->refs[i].rel);
-	free(d->refs);
-	size_t pos = (size_t)(d - a->dirs);
-	memmove(d, d + 1, (a->ndirs - pos - 1) * sizeof *d);
-	a->ndirs--;
-}
-
-static bool
-skipped_dir(struct agent *a, size_t app, const char *rel)
-{
-	struct tend_app_config *c = &a->ws->cfg.apps[app];
-	struct tend_buf p = TEND_BUF_INIT;
-	bool skip = false;
-
-	if (strcmp(rel, ".git") == 0)
-		return true;
-	/* the target and the state directory are never watched */
-	tend_buf_printf(&p, "%s%s%s", strcmp(c->source, ".") ? c->source : "",
-	    strcmp(c->source, ".") && *rel ? "/" : "", rel);
-	const char *ws_rel = p.ptr;
-	if ((c->target == TEND_TARGET_DIR &&
-		strcmp(ws_rel, c->target_path) == 0) ||
-	    strcmp(ws_rel, a->ws->cfg.state) == 0)
-		skip = true;
-	tend_buf_release(&p);
-	return skip;
-}
-
-/* The absolute path of `rel` in app's source ("" is the source). */
-static void
-source_path(struct tend_buf *b, struct agent *a, size_t app,
-    const char *rel)
-{
-	tend_buf_printf(b, "%s/%s%s%s", a->ws->root,
-	    a->ws->cfg.apps[app].source, *rel ? "/" : "", rel);
-}
-
-/* Watch app's source directory `rel`; false if it is not watched (the
- * limit: the app falls back to periodic rescans). */
-static bool
-watch_one(struct agent *a, size_t app, const char *rel)
-{
-	struct tend_app_config *c = &a->ws->cfg.apps[app];
-	struct tend_buf abs = TEND_BUF_INIT;
-
-	source_path(&abs, a, app, rel);
-	int wd = inotify_add_watch(a->ino, abs.ptr, IN_MASK | IN_DONT_FOLLOW);
-	tend_buf_release(&abs);
-	if (wd < 0) {
-		if (errno == ENOSPC) {
-			if (!a->limit_reported)
-				logf_(a, 0,
-				    "the inotify watch limit is reached (%zu "
-				    "watches): %s is rescanned every 2 s "
-				    "instead; raise the limit with sysctl "
-				    "fs.inotify.max_user_watches=N",
-				    nwatches(a), c->name);
-			a->limit_reported = true;
-			a->apps[app].polled = true;
-		}
-		return false;
-	}
-	wdir_add_ref(a, wd, app, rel);
-	return true;
-}
-
-/* Watch `rel` (a directory of app's source) and everything below it, as
- * a new directory needs. The watch is added before the directory is
- * listed. (A full pass's walk adds the watches of the directories it
- * reads itself: struct walk_watch.) */
-static void
-watch_tree(struct agent *a, size_t app, const char *rel)
-{
-	struct tend_buf abs = TEND_BUF_INIT;
-	DIR *d;
-	struct dirent *e;
-
-	if (*rel && skipped_dir(a, app, rel))
-		return;
-	if (!watch_one(a, app, rel))
-		return;
-	source_path(&abs, a, app, rel);
-	if ((d = opendir(abs.ptr))) {
-		while ((e = readdir(d))) {
-			if (e->d_type != DT_DIR || strcmp(e->d_name, ".") == 0 ||
-			    strcmp(e->d_name, "..") == 0)
-				continue;
-			struct tend_buf sub = TEND_BUF_INIT;
-
-			tend_buf_printf(&sub, "%s%s%s", rel, *rel ? "/" : "",
-			    e->d_name);
-			watch_tree(a, app, sub.ptr);
-			tend_buf_release(&sub);
-		}
-		closedir(d);
-	}
-	tend_buf_release(&abs);
-}
-
-/* The walk of a full pass: each directory is watched just before it is
- * read, so the agent's start reads the tree once, not twice. */
-struct walk_watch {
-	struct agent *a;
-	size_t app;
-};
-
-static void
-on_walk_dir(void *arg, const char *rel)
-{
-	struct walk_watch *ww = arg;
-
-	if (!ww->a->apps[ww->app].polled)
-		watch_one(ww->a, ww->app, rel);
-}
-
-static void
-mark_dirty(struct agent *a, size_t app, const char *rel)
-{
-	struct appstate *s = &a->apps[app];
-
-	if (s->full)
-		return;
-	for (size_t i = 0; i < s->ndirty; i++)
-		if (strcmp(s->dirty[i], rel) == 0)
-			return;
-	if (s->ndirty >= 4096) {
-		s->full = true; /* a burst: a full pass is cheaper */
-		return;
-	}
-	s->dirty = tend_xrealloc(s->dirty, (s->ndirty + 1) * sizeof *s->dirty);
-	s->dirty[s->ndirty++] = tend_xstrdup(rel);
-}
-
-static void
-poke(struct agent *a)
-{
-	uint64_t now = now_ms();
-
-	if (!a->first_ms)
-		a->first_ms = now;
-	a->last_ms = now;
-}
-
-static void
-arm_timer(struct agent *a)
-{
-	struct itimerspec it = {0};
-
-	if (a->first_ms) {
-		uint64_t due = a->last_ms + a->ws->cfg.debounce_ms;
-		uint64_t cap = a->first_ms + a->ws->cfg.max_delay_ms;
-		uint64_t now = now_ms();
-
-		if (cap < due)
-			due = cap;
-		uint64_t wait = due > now ? due - now : 0;
-		/* 0 would disarm: at least 1 ns */
-		it.it_value.tv_sec = (time_t)(wait / 1000);
-		it.it_value.tv_nsec = (long)(wait % 1000) * 1000000 + 1;
-	}
-	timerfd_settime(a->tmr, 0, &it, NULL);
-}
-
-/* Forget the watches of app's directory `rel` and below (it moved out
- * of the source: its inode is watched no more under this name). */
-static void
-unwatch_tree(struct agent *a, size_t app, const char *rel)
-{
-	size_t len = strlen(rel);
-
-	for (size_t i = 0; i < a->ndirs;) {
-		struct wdir *d = &a->dirs[i];
-
-		for (size_t k = 0; k < d->nrefs;) {
-			const char *r = d->refs[k].rel;
-
-			if (d->refs[k].app == app && strncmp(r, rel, len) == 0 &&
-			    (r[len] == '\0' || r[len] == '/')) {
-				free(d->refs[k].rel);
-				d->refs[k] = d->refs[--d->nrefs];
-			} else
-				k++;
-		}
-		if (d->nrefs) {
-			i++;
-			continue;
-		}
-		inotify_rm_watch(a->ino, d->wd);
-		wdir_remove(a, d->wd); /* shifts the next one into i */
-	}
-}
-
-struct move {
-	uint32_t cookie;
-	size_t app;
-	char *rel;
-	bool paired;
-};
-
-/* A regular file with one link, just created: its writer's close
- * follows. */
-static bool
-being_written(struct agent *a, size_t app, const char *rel)
-{
-	struct tend_buf abs = TEND_BUF_INIT;
-	struct stat st;
-	bool r;
-
-	source_path(&abs, a, app, rel);
-	r = lstat(abs.ptr, &st) == 0 && S_ISREG(st.st_mode) &&
-	    st.st_nlink == 1;
-	tend_buf_release(&abs);
-	return r;
-}
-
-/*
- * One event of a watched directory, for one app watching it. Files
- * become dirty paths; a directory created, deleted or moved becomes a
- * dirty subtree ("rel/"), which the pass expands into what was tracked
- * under it and what is there now. A directory moved out is unwatched
- * unless the same rename (cookie) brings it back in elsewhere.
- */
-static void
-on_event_for(struct agent *a, const struct inotify_event *ev, size_t app,
-    const char *rel, struct move **moves, size_t *nmoves)
-{
-	struct tend_buf sub = TEND_BUF_INIT;
-
-	if (!(ev->mask & IN_ISDIR)) {
-		const char *base = strrchr(rel, '/');
-
-		/* a new file is applied once its writer closes it
-		 * (IN_CLOSE_WRITE), not half-written; a hard link or a
-		 * special file has no close to wait for */
-		if ((ev->mask & IN_CREATE) && being_written(a, app, rel))
-			return;
-
-		/* new ignore rules: what is synced (and watched) changes */
-		if (strcmp(base ? base + 1 : rel, ".gitignore") == 0 &&
-		    a->ws->cfg.apps[app].gitignore)
-			a->apps[app].full = true;
-		mark_dirty(a, app, rel);
-		return;
-	}
-	if (ev->mask & IN_MOVED_FROM) {
-		*moves = tend_xrealloc(*moves, (*nmoves + 1) * sizeof **moves);
-		(*moves)[(*nmoves)++] = (struct move){ev->cookie, app,
-		    tend_xstrdup(rel), false};
-	}
-	if (ev->mask & IN_MOVED_TO)
-		for (size_t i = 0; i < *nmoves; i++)
-			if ((*moves)[i].cookie == ev->cookie &&
-			    (*moves)[i].app == app) {
-				(*moves)[i].paired = true;
-				logf_(a, 2, "%s: moved %s -> %s",
-				    a->ws->cfg.apps[app].name, (*moves)[i].rel,
-				    rel);
-			}
-	/* new directories are watched before the pass walks them (an
-	 * inode moved within keeps its watch; its name is updated) */
-	if (ev->mask & (IN_CREATE | IN_MOVED_TO))
-		watch_tree(a, app, rel);
-	tend_buf_printf(&sub, "%s/", rel);
-	mark_dirty(a, app, sub.ptr);
-	tend_buf_release(&sub);
-}
-
-static void
-on_inotify(struct agent *a)
-{
-	char buf[64 * 1024] __attribute__((aligned(8)));
-	struct move *moves = NULL;
-	size_t nmoves = 0;
-	ssize_t n;
-
-	while ((n = read(a->ino, buf, sizeof buf)) > 0) {
-		for (char *p = buf; p < buf + n;) {
-			struct inotify_event *ev = (struct inotify_event *)(void *)p;
-
-			p += sizeof *ev + ev->len;
-			if (ev->mask & IN_Q_OVERFLOW) {
-				a->overflows++;
-				logf_(a, 1, "event queue overflow: rescanning");
-				for (size_t i = 0; i < a->napps; i++)
-					a->apps[i].full = true;
-				poke(a);
-				continue;
-			}
-			if (ev->wd == a->wd_conf && ev->len &&
-			    strcmp(ev->name, "tend.conf") == 0 &&
-			    (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO))) {
-				a->reload = true;
-				poke(a);
-			}
-			for (size_t i = 0; i < a->npw && ev->len; i++)
-				if (a->pwd[i] == ev->wd &&
-				    strcmp(a->pname[i], ev->name) == 0 &&
-				    (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO))) {
-					a->plugins_changed = true;
-					poke(a);
-				}
-			struct wdir *d = wdir_find(a, ev->wd);
-			if (!d)
-				continue;
-			if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
-				/* a subdirectory's parent reported it; the
-				 * source root itself is another matter */
-				for (size_t i = 0; i < d->nrefs; i++)
-					if (!d->refs[i].rel[0])
-						a->apps[d->refs[i].app].full = true;
-				if (ev->mask & IN_IGNORED)
-					wdir_remove(a, ev->wd);
-				poke(a);
-				continue;
-			}
-			if (!ev->len)
-				continue;
-			/* copy the refs: watch_tree below may grow a->dirs */
-			size_t nrefs = d->nrefs;
-			struct wref *refs = tend_xcalloc(nrefs, sizeof *refs);
-			for (size_t i = 0; i < nrefs; i++) {
-				refs[i].app = d->refs[i].app;
-				refs[i].rel = tend_xstrdup(d->refs[i].rel);
-			}
-			for (size_t i = 0; i < nrefs; i++) {
-				struct tend_buf rel = TEND_BUF_INIT;
-
-				tend_buf_printf(&rel, "%s%s%s", refs[i].rel,
-				    *refs[i].rel ? "/" : "", ev->name);
-				if (!(ev->mask & IN_ISDIR) ||
-				    !skipped_dir(a, refs[i].app, rel.ptr))
-					on_event_for(a, ev, refs[i].app, rel.ptr,
-					    &moves, &nmoves);
-				tend_buf_release(&rel);
-				free(refs[i].rel);
-			}
-			free(refs);
-			poke(a);
-		}
-	}
-	/* a rename's two halves come together: a lone MOVED_FROM moved
-	 * the directory out of the source */
-	for (size_t i = 0; i < nmoves; i++) {
-		if (!moves[i].paired)
-			unwatch_tree(a, moves[i].app, moves[i].rel);
-		free(moves[i].rel);
-	}
-	free(moves);
-	arm_timer(a);
-}
+/* ---- passes ---- */
 
 struct pass_ctx {
 	struct agent *a;
