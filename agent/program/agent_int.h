@@ -9,6 +9,7 @@
  *             the main loop, the tear-down
  *   wtree.c   the inotify watches of the sources, whose events become
  *             dirty paths and full passes
+ *   server.c  the control socket, both ends
  *
  * Every function declared here is TEND_HIDDEN: libtend.so exports what
  * watch.h declares, and none of these.
@@ -118,10 +119,14 @@ struct walk_watch {
 /* A line on stderr, "tend watch: ...", if `level` <= the verbosity. */
 TEND_HIDDEN void logf_(struct agent *a, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+TEND_HIDDEN uint64_t now_ms(void); /* CLOCK_MONOTONIC */
 /* Something changed: open or extend the debounce window... */
 TEND_HIDDEN void poke(struct agent *a);
 /* ...and set the timerfd to its end (disarm it if none is open). */
 TEND_HIDDEN void arm_timer(struct agent *a);
+/* A window already over: passes as soon as the timer is armed. */
+TEND_HIDDEN void due_now(struct agent *a);
+TEND_HIDDEN void settle(struct agent *a);
 
 /* ---- wtree.c: the inotify watches of the sources ---- */
 
@@ -132,5 +137,21 @@ TEND_HIDDEN void on_walk_dir(void *arg, const char *rel);
 TEND_HIDDEN void mark_dirty(struct agent *a, size_t app, const char *rel);
 /* Read the inotify fd dry; then arm the debounce timer. */
 TEND_HIDDEN void on_inotify(struct agent *a);
+
+/* ---- server.c: the control socket ---- */
+
+TEND_HIDDEN void client_drop(struct agent *a, struct client *c);
+TEND_HIDDEN void client_send(struct agent *a, struct client *c,
+    const char *line);
+/* A line to every subscriber; `sheddable`: one a lagging client may
+ * miss. */
+TEND_HIDDEN void broadcast_ex(struct agent *a, const char *line,
+    bool sheddable);
+TEND_HIDDEN void broadcast(struct agent *a, const char *line);
+TEND_HIDDEN bool anyone_listens(struct agent *a);
+TEND_HIDDEN int listen_socket(struct agent *a);
+TEND_HIDDEN void on_accept(struct agent *a);
+TEND_HIDDEN void on_client(struct agent *a, struct client *c,
+    uint32_t events);
 
 #endif
