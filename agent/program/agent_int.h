@@ -9,6 +9,8 @@
  *             the main loop, the tear-down
  *   wtree.c   the inotify watches of the sources, whose events become
  *             dirty paths and full passes
+ *   sched.c   when passes run: the debounce, run_passes and the engine's
+ *             events during a pass, plan previews, deferred settles
  *   server.c  the control socket, both ends
  *
  * Every function declared here is TEND_HIDDEN: libtend.so exports what
@@ -31,6 +33,10 @@
 #endif
 
 #define MAX_CLIENTS 32
+
+/* How long a deferred settle waits for the next pass to carry it
+ * (TEND_SETTLE_MS overrides it: the tests hold one open). */
+#define SETTLE_MS 2
 
 /* ---- the agent ---- */
 
@@ -114,19 +120,14 @@ struct walk_watch {
 	size_t app;
 };
 
-/* ---- watch.c: the rest of the agent ---- */
+/* ---- watch.c: the agent's log, reloading tend.conf and plugins ---- */
 
 /* A line on stderr, "tend watch: ...", if `level` <= the verbosity. */
 TEND_HIDDEN void logf_(struct agent *a, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-TEND_HIDDEN uint64_t now_ms(void); /* CLOCK_MONOTONIC */
-/* Something changed: open or extend the debounce window... */
-TEND_HIDDEN void poke(struct agent *a);
-/* ...and set the timerfd to its end (disarm it if none is open). */
-TEND_HIDDEN void arm_timer(struct agent *a);
-/* A window already over: passes as soon as the timer is armed. */
-TEND_HIDDEN void due_now(struct agent *a);
-TEND_HIDDEN void settle(struct agent *a);
+/* tend.conf or a plugin changed: load them again (or restart), then
+ * every watch anew (load_apps). */
+TEND_HIDDEN void reload_config(struct agent *a);
 
 /* ---- wtree.c: the inotify watches of the sources ---- */
 
@@ -137,6 +138,22 @@ TEND_HIDDEN void on_walk_dir(void *arg, const char *rel);
 TEND_HIDDEN void mark_dirty(struct agent *a, size_t app, const char *rel);
 /* Read the inotify fd dry; then arm the debounce timer. */
 TEND_HIDDEN void on_inotify(struct agent *a);
+
+/* ---- sched.c: when passes run ---- */
+
+TEND_HIDDEN uint64_t now_ms(void); /* CLOCK_MONOTONIC */
+/* Something changed: open or extend the debounce window... */
+TEND_HIDDEN void poke(struct agent *a);
+/* ...and set the timerfd to its end (disarm it if none is open). */
+TEND_HIDDEN void arm_timer(struct agent *a);
+/* A window already over: passes as soon as the timer is armed. */
+TEND_HIDDEN void due_now(struct agent *a);
+TEND_HIDDEN void settle(struct agent *a);
+/* The engine's event callback (tend_engine_subscribe). */
+TEND_HIDDEN void engine_event(const struct tend_event *ev, void *arg);
+/* A pass of each app with something queued (of every app if `all`). */
+TEND_HIDDEN void run_passes(struct agent *a, bool all);
+TEND_HIDDEN void plan_paused(struct agent *a);
 
 /* ---- server.c: the control socket ---- */
 

@@ -7,11 +7,11 @@
  * "..."} works too), and answers and events as JSON lines.
  *
  * Whoever asks reads the store next: every command first commits the
- * deferred settle (watch.c). At most MAX_CLIENTS connections: a new one
+ * deferred settle (sched.c). At most MAX_CLIENTS connections: a new one
  * when all are taken drops the one idle the longest. A client that does
  * not read loses per-action events first, and is dropped past
  * CLIENT_MAX_OUT of unsent lines. The passes' events are broadcast to the
- * subscribers from watch.c.
+ * subscribers from sched.c.
  *
  * The client side, what tend status, sync, ls and check ask
  * (tend_agent_request, tend_agent_settle), is at the end.
