@@ -1,0 +1,526 @@
+/*
+ * sched.c - the agent's scheduler: when passes run, and what they say.
+ *
+ * What changes (wtree.c) and what is asked (server.c) poke a debounce
+ * window: the timerfd fires debounce_ms after the last change, or
+ * max_delay_ms after the first, and the main loop (watch.c) calls
+ * run_passes: a pass of each app with something queued, incremental over
+ * its dirty paths or a full one. A paused agent previews them instead
+ * (plan_paused): plan events list what they would do. The engine's events
+ * during a pass are counted for its pass_finished event and broadcast to
+ * the subscribers.
+ *
+ * A pass's settling commit is deferred (tend_store_defer_settles): the
+ * next pass's durable commit carries it, so passes that follow each other
+ * pay one disk flush fewer. When no pass is due SETTLE_MS after one, when
+ * a command comes, and at exit, it is committed on its own.
+ *
+ * One pass's report (struct tend_pass, watch.h) as JSON and as text is
+ * here too: tend sync and tend status speak the same vocabulary.
+ */
+#define _GNU_SOURCE
+#include "agent_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <time.h>
+
+#include "check.h"
+#include "inspect.h"
+#include "json.h"
+#include "tend/status.h"
+
+/* ---- one pass's report ---- */
+
+void
+tend_pass_json(struct tend_buf *b, const struct tend_pass *p)
+{
+	tend_buf_printf(b,
+	    "\"time\": %lld, \"ms\": %llu, \"status\": %d, "
+	    "\"created\": %llu, \"updated\": %llu, \"deleted\": %llu, "
+	    "\"failed\": %llu, \"errors\": %llu, \"held_deletes\": %llu, "
+	    "\"files\": %llu, \"read\": %llu",
+	    p->time, (unsigned long long)p->ms, p->status,
+	    (unsigned long long)p->created, (unsigned long long)p->updated,
+	    (unsigned long long)p->deleted, (unsigned long long)p->failed,
+	    (unsigned long long)p->errors,
+	    (unsigned long long)p->held_deletes,
+	    (unsigned long long)p->files, (unsigned long long)p->read);
+	if (p->links_skipped)
+		tend_buf_printf(b, ", \"symlinks_skipped\": %llu",
+		    (unsigned long long)p->links_skipped);
+	if (p->error) {
+		tend_buf_puts(b, ", \"error\": ");
+		tend_buf_json(b, p->error);
+	}
+}
+
+void
+tend_pass_text(struct tend_buf *b, const struct tend_pass *p)
+{
+	tend_buf_printf(b, "%llu created, %llu updated, %llu deleted",
+	    (unsigned long long)p->created, (unsigned long long)p->updated,
+	    (unsigned long long)p->deleted);
+	if (p->failed)
+		tend_buf_printf(b, ", %llu failed",
+		    (unsigned long long)p->failed);
+	if (p->errors)
+		tend_buf_printf(b, ", %llu error%s",
+		    (unsigned long long)p->errors, p->errors == 1 ? "" : "s");
+	if (p->held_deletes)
+		tend_buf_printf(b, ", %llu delete%s held",
+		    (unsigned long long)p->held_deletes,
+		    p->held_deletes == 1 ? "" : "s");
+	if (p->links_skipped)
+		tend_buf_printf(b, ", %llu symlink%s skipped",
+		    (unsigned long long)p->links_skipped,
+		    p->links_skipped == 1 ? "" : "s");
+	tend_buf_printf(b, "; %llu file%s (%llu read) in %.2fs",
+	    (unsigned long long)p->files, p->files == 1 ? "" : "s",
+	    (unsigned long long)p->read, (double)p->ms / 1000);
+}
+
+void
+tend_pass_from_json(struct tend_pass *p, const struct tend_json *j)
+{
+#define N(k) (uint64_t)tend_json_int(j, k, 0, TEND_JSON_INT_MAX, 0)
+	*p = (struct tend_pass){
+	    .time = tend_json_int(j, "time", 0, TEND_JSON_INT_MAX, 0),
+	    .ms = N("ms"),
+	    .status = (int)tend_json_int(j, "status", 0, 1, 0),
+	    .created = N("created"), .updated = N("updated"),
+	    .deleted = N("deleted"), .failed = N("failed"),
+	    .errors = N("errors"), .held_deletes = N("held_deletes"),
+	    .files = N("files"), .read = N("read"),
+	    .links_skipped = N("symlinks_skipped"),
+	    .error = tend_json_str(j, "error", NULL)};
+#undef N
+	/* a record of an older tend: seconds, no status */
+	if (!tend_json_get(j, "ms"))
+		p->ms = (uint64_t)(tend_json_num(j, "seconds", 0) * 1000);
+	if (!tend_json_get(j, "status"))
+		p->status = p->failed || p->errors || p->held_deletes;
+}
+
+/* ---- the debounce window, and the deferred settle ---- */
+
+uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void
+poke(struct agent *a)
+{
+	uint64_t now = now_ms();
+
+	if (!a->first_ms)
+		a->first_ms = now;
+	a->last_ms = now;
+}
+
+void
+arm_timer(struct agent *a)
+{
+	struct itimerspec it = {0};
+
+	if (a->first_ms) {
+		uint64_t due = a->last_ms + a->ws->cfg.debounce_ms;
+		uint64_t cap = a->first_ms + a->ws->cfg.max_delay_ms;
+		uint64_t now = now_ms();
+
+		if (cap < due)
+			due = cap;
+		uint64_t wait = due > now ? due - now : 0;
+		/* 0 would disarm: at least 1 ns */
+		it.it_value.tv_sec = (time_t)(wait / 1000);
+		it.it_value.tv_nsec = (long)(wait % 1000) * 1000000 + 1;
+	}
+	timerfd_settime(a->tmr, 0, &it, NULL);
+}
+
+void
+due_now(struct agent *a)
+{
+	poke(a);
+	a->first_ms = a->last_ms = 1;
+}
+
+/* Commit the deferred settle of the last pass, if one is open. A failure
+ * leaves its records pending: the next pass re-applies them. */
+void
+settle(struct agent *a)
+{
+	struct tend_store *st = tend_engine_store(a->ws->eng);
+
+	a->settle_ms = 0;
+	if (tend_store_settle_pending(st) && tend_store_settle_flush(st) != 0)
+		logf_(a, 0, "%s", tend_error_last());
+}
+
+/* ---- the engine's events during a pass ---- */
+
+struct pass_ctx {
+	struct agent *a;
+	uint64_t created, updated, deleted, failed, errors;
+	char *last_err; /* the log says why, once per reason in a row */
+	bool preview;		/* collecting a plan */
+	/* the plan's actions: JSON members, and whether each is a delete */
+	char **plan;
+	bool *plan_del;
+	size_t nplan;
+};
+
+/* The fields every action event has: what, where, who declared it and
+ * why - the dashboard's provenance. */
+static void
+action_fields(struct tend_buf *b, const struct tend_event *ev)
+{
+	struct tend_buf t = TEND_BUF_INIT;
+
+	tend_buf_puts(b, "\"app\": ");
+	tend_buf_json(b, ev->app);
+	if (ev->provider) {
+		tend_buf_printf(b, ", \"op\": \"%c\", \"provider\": ",
+		    (char)ev->op);
+		tend_buf_json(b, ev->provider);
+		tend_buf_puts(b, ", \"key\": ");
+		tend_buf_json(b, ev->key);
+		tend_display_path(&t, ev->provider, ev->key);
+		tend_buf_puts(b, ", \"path\": ");
+		tend_buf_json(b, t.ptr);
+		tend_buf_reset(&t);
+		tend_buf_printf(b, ", \"nprev\": %u, \"missing\": %s, "
+				   "\"container\": %s",
+		    ev->nprev, ev->prev_may_be_missing ? "true" : "false",
+		    ev->container ? "true" : "false");
+		if (ev->invalidation)
+			tend_buf_printf(b, ", \"invalidation\": \"%s\"",
+			    ev->invalidation == 1 ? "lossy" : "destructive");
+	}
+	if (ev->component) {
+		tend_buf_puts(b, ", \"component\": ");
+		tend_buf_json(b, ev->component);
+		if (ev->invalidation)
+			tend_buf_printf(&t, "container invalidated (%s)",
+			    ev->invalidation == 1 ? "lossy" : "destructive");
+		else if (tend_app_why(ev->component, &t) != 0)
+			tend_buf_puts(&t, "");
+		tend_buf_puts(b, ", \"why\": ");
+		tend_buf_json(b, t.ptr ? t.ptr : "");
+	}
+	tend_buf_release(&t);
+}
+
+/* The log says what failed and why (not only how many): a reason shared
+ * by many entries (a refused commit) once. */
+static void
+pass_failure(struct pass_ctx *pc, const struct tend_event *ev)
+{
+	struct tend_buf path = TEND_BUF_INIT;
+	const char *err = ev->error && *ev->error ? ev->error : "failed";
+
+	if (pc->preview || (pc->last_err && strcmp(pc->last_err, err) == 0))
+		return;
+	free(pc->last_err);
+	pc->last_err = tend_xstrdup(err);
+	if (ev->kind == TEND_EV_ACTION_FAILED) {
+		tend_display_path(&path, ev->provider, ev->key);
+		logf_(pc->a, 0, "%s: %s: %s", ev->app, path.ptr, err);
+	} else
+		logf_(pc->a, 0, "%s: %s", ev->app, err);
+	tend_buf_release(&path);
+}
+
+static void
+on_engine_event(const struct tend_event *ev, void *arg)
+{
+	struct pass_ctx *pc = arg;
+	struct tend_buf line = TEND_BUF_INIT;
+	const char *name;
+
+	if (!pc)
+		return;
+	switch (ev->kind) {
+	case TEND_EV_ACTION_PLANNED:
+		if (tend_event_is_refresh(ev) || ev->preview != pc->preview)
+			return;
+		if (pc->preview) {
+			/* whether a delete is held is known after the pass */
+			action_fields(&line, ev);
+			pc->plan = tend_xrealloc(pc->plan,
+			    (pc->nplan + 1) * sizeof *pc->plan);
+			pc->plan_del = tend_xrealloc(pc->plan_del,
+			    (pc->nplan + 1) * sizeof *pc->plan_del);
+			pc->plan_del[pc->nplan] = ev->op == TEND_OP_DELETE;
+			pc->plan[pc->nplan++] = tend_buf_detach(&line, NULL);
+			return;
+		}
+		name = "action_pending";
+		break;
+	case TEND_EV_ACTION_APPLIED:
+		if (tend_event_is_refresh(ev) || pc->preview)
+			return;
+		if (tend_event_counts(ev)) {
+			if (ev->op == TEND_OP_CREATE)
+				pc->created++;
+			else if (ev->op == TEND_OP_UPDATE)
+				pc->updated++;
+			else
+				pc->deleted++;
+		}
+		name = "action_applied";
+		break;
+	case TEND_EV_ACTION_FAILED:
+		pc->failed++;
+		pass_failure(pc, ev);
+		name = "action_failed";
+		break;
+	case TEND_EV_COMPONENT_ERROR:
+		pc->errors++;
+		pass_failure(pc, ev);
+		name = "error";
+		break;
+	default:
+		return;
+	}
+	if (!anyone_listens(pc->a))
+		return; /* counted; nobody to tell */
+	tend_buf_printf(&line, "{\"event\": \"%s\", ", name);
+	action_fields(&line, ev);
+	if (ev->kind == TEND_EV_ACTION_FAILED ||
+	    ev->kind == TEND_EV_COMPONENT_ERROR) {
+		tend_buf_puts(&line, ", \"error\": ");
+		tend_buf_json(&line, ev->error ? ev->error : "");
+	}
+	tend_buf_puts(&line, "}\n");
+	/* per-action lines are what a lagging client loses first */
+	broadcast_ex(pc->a, line.ptr, ev->kind == TEND_EV_ACTION_APPLIED ||
+	    ev->kind == TEND_EV_ACTION_PLANNED);
+	tend_buf_release(&line);
+}
+
+static struct pass_ctx *current_pass;
+
+void
+engine_event(const struct tend_event *ev, void *arg)
+{
+	(void)arg;
+	on_engine_event(ev, current_pass);
+}
+
+/* ---- plans ---- */
+
+static void
+plan_set(struct agent *a, size_t i, const char *actions, size_t n)
+{
+	struct appstate *s = &a->apps[i];
+	struct tend_buf line = TEND_BUF_INIT;
+
+	/* the queue goes with the plan: a dashboard shows both at once */
+	size_t queued = s->ndirty + s->full;
+
+	if (!n && !s->nplan && s->plan && queued == s->plan_queued)
+		return; /* still nothing */
+	tend_buf_puts(&line, "{\"event\": \"plan\", \"app\": ");
+	tend_buf_json(&line, a->ws->cfg.apps[i].name);
+	tend_buf_printf(&line, ", \"held\": %llu, \"queued\": %zu, "
+			       "\"actions\": [%s]}\n",
+	    (unsigned long long)s->held, queued, actions ? actions : "");
+	free(s->plan);
+	s->plan = tend_buf_detach(&line, NULL);
+	s->nplan = n;
+	s->plan_queued = queued;
+	broadcast(a, s->plan);
+}
+
+/*
+ * What the next pass of app i would do, without doing it: the queued
+ * changes of a paused agent, or the deletes the brake holds back. A
+ * preview pass (one write transaction, aborted) of the same paths, with
+ * deletes allowed so the held ones are listed too, marked held.
+ */
+static void
+plan_preview(struct agent *a, size_t i)
+{
+	struct appstate *s = &a->apps[i];
+	struct tend_app_config *app = &a->ws->cfg.apps[i];
+	struct pass_ctx pc = {.a = a, .preview = true};
+	struct walk_watch ww = {a, i};
+	struct tend_sync_opts o = {.preview = true, .allow_delete = true,
+	    .on_dir = on_walk_dir, .dir_arg = &ww};
+	struct tend_app_result res;
+	struct tend_buf all = TEND_BUF_INIT;
+
+	current_pass = &pc;
+	if (s->full || s->polled || s->held)
+		tend_app_sync(a->ws, app, &o, &res);
+	else
+		tend_app_sync_paths(a->ws, app, s->dirty, s->ndirty, &o, &res);
+	current_pass = NULL;
+	bool hold = res.brake && !a->o->allow_delete && !s->approved;
+	for (size_t k = 0; k < pc.nplan; k++) {
+		tend_buf_printf(&all, "%s{%s, \"held\": %s}", k ? ", " : "",
+		    pc.plan[k], hold && pc.plan_del[k] ? "true" : "false");
+		free(pc.plan[k]);
+	}
+	free(pc.plan);
+	free(pc.plan_del);
+	tend_app_result_finish(&res);
+	plan_set(a, i, all.ptr, pc.nplan);
+	tend_buf_release(&all);
+}
+
+/* ---- passes ---- */
+
+void
+run_passes(struct agent *a, bool all)
+{
+	a->first_ms = a->last_ms = 0;
+	if (a->reload || a->plugins_changed) {
+		reload_config(a);
+		if (a->stop)
+			return; /* restarting on a new connector plugin */
+		all = true;
+	}
+	for (size_t i = 0; i < a->napps; i++) {
+		struct appstate *s = &a->apps[i];
+		struct tend_app_config *app = &a->ws->cfg.apps[i];
+		struct pass_ctx pc = {.a = a};
+		struct tend_app_result res;
+		struct walk_watch ww = {a, i};
+		struct tend_sync_opts o = {
+		    .allow_delete = a->o->allow_delete || s->approved,
+		    .on_dir = on_walk_dir, .dir_arg = &ww};
+		struct tend_buf line = TEND_BUF_INIT;
+		uint64_t t0 = now_ms();
+		int rc;
+
+		if (!all && !s->full && !s->ndirty)
+			continue;
+		tend_buf_puts(&line, "{\"event\": \"pass_started\", \"app\": ");
+		tend_buf_json(&line, app->name);
+		tend_buf_puts(&line, "}\n");
+		broadcast(a, line.ptr);
+		tend_buf_reset(&line);
+		bool full = all || s->full || s->polled || s->approved ||
+		    s->components < 0;
+		current_pass = &pc;
+		if (!full)
+			/* held deletes stay held, and counted, in a pass about
+			 * other paths (or apply, or go if they came back) */
+			for (size_t k = 0; k < s->nheld_src; k++)
+				mark_dirty(a, i, s->held_src[k]);
+		full |= s->full;
+		if (full)
+			rc = tend_app_sync(a->ws, app, &o, &res);
+		else
+			rc = tend_app_sync_paths(a->ws, app, s->dirty, s->ndirty,
+			    &o, &res);
+		for (size_t k = 0; k < s->nheld_src; k++)
+			free(s->held_src[k]);
+		free(s->held_src);
+		s->held_src = res.held_sources;
+		s->nheld_src = res.nheld_sources;
+		res.held_sources = NULL;
+		res.nheld_sources = 0;
+		current_pass = NULL;
+		free(pc.last_err);
+		a->passes++;
+		a->applied += pc.created + pc.updated + pc.deleted;
+		a->last_pass_ms = now_ms() - t0;
+		for (size_t k = 0; k < s->ndirty; k++)
+			free(s->dirty[k]);
+		free(s->dirty);
+		s->dirty = NULL;
+		s->ndirty = 0;
+		s->full = false;
+		s->approved = false;
+		s->held = res.held_deletes;
+		s->errors = pc.failed + pc.errors;
+		if (full) {
+			/* counted when a status asks (a cursor over every
+			 * state: not on the catch-up's path) */
+			s->states = -1;
+			/* the root, and one per source file (an aggregate
+			 * is one for all of them) */
+			s->components = 1 + (app->target == TEND_TARGET_FILE
+				? 1 : (int64_t)res.files);
+		} else if (s->states >= 0) {
+			s->states += (int64_t)pc.created - (int64_t)pc.deleted;
+			s->components += (int64_t)res.new_items -
+			    (int64_t)res.gone_items;
+		}
+		if (rc)
+			logf_(a, 0, "%s: %s", app->name, tend_error_last());
+		struct tend_pass ps = {.time = (long long)time(NULL),
+		    .ms = a->last_pass_ms, .status = rc ? 1 : 0,
+		    .created = pc.created, .updated = pc.updated,
+		    .deleted = pc.deleted, .failed = pc.failed,
+		    .errors = pc.errors, .held_deletes = res.held_deletes,
+		    .files = res.files, .read = res.hashed,
+		    /* failed and errors count what the pass's own
+		     * messages said; an error of the app is news */
+		    .error = rc && (res.error || res.held_deletes ||
+				       (!pc.failed && !pc.errors))
+			? tend_error_last() : NULL};
+		struct tend_buf pj = TEND_BUF_INIT;
+		tend_pass_json(&pj, &ps);
+		free(s->last);
+		s->last = tend_xmalloc(pj.len + 3);
+		snprintf(s->last, pj.len + 3, "{%s}", pj.ptr);
+		tend_buf_puts(&line, "{\"event\": \"pass_finished\", \"app\": ");
+		tend_buf_json(&line, app->name);
+		tend_buf_printf(&line, ", \"seq\": %llu, %s}\n",
+		    (unsigned long long)a->passes, pj.ptr);
+		tend_buf_release(&pj);
+		/* whole: cut short, it would not be JSON */
+		tend_buf_reset(&a->last_summary);
+		tend_buf_put(&a->last_summary, line.ptr, line.len - 1);
+		if (a->o->verbose >= 1) {
+			/* the foreground's one line per pass (logged before
+			 * the event: who sees the event finds the line) */
+			struct tend_buf text = TEND_BUF_INIT;
+			char hms[16];
+			time_t now = (time_t)ps.time;
+			struct tm tm;
+
+			localtime_r(&now, &tm);
+			strftime(hms, sizeof hms, "%H:%M:%S", &tm);
+			tend_pass_text(&text, &ps);
+			logf_(a, 1, "%s %s: %s", hms, app->name, text.ptr);
+			tend_buf_release(&text);
+		}
+		broadcast(a, line.ptr);
+		tend_buf_release(&line);
+		tend_app_result_finish(&res);
+		/* what is left to do: the deletes held back, or nothing */
+		if (s->held)
+			plan_preview(a, i);
+		else
+			plan_set(a, i, NULL, 0);
+	}
+	if (tend_store_settle_pending(tend_engine_store(a->ws->eng)))
+		a->settle_ms = now_ms() + a->settle_wait;
+}
+
+/* Paused: keep the plan of each app's queued changes up to date. */
+void
+plan_paused(struct agent *a)
+{
+	if (a->reload || a->plugins_changed)
+		reload_config(a);
+	for (size_t i = 0; i < a->napps && !a->stop; i++) {
+		struct appstate *s = &a->apps[i];
+
+		if (s->full || s->ndirty)
+			plan_preview(a, i);
+	}
+	a->first_ms = a->last_ms = 0;
+}
