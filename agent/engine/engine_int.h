@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "inspect.h"
 #include "store.h"
@@ -29,6 +30,13 @@
 #include "tend/fingerprint.h"
 
 struct pass;
+
+/* Order of fingerprints (tsids, cids): bytewise, as LMDB sorts keys. */
+static inline int
+cmp_fp(const struct tend_fp *a, const struct tend_fp *b)
+{
+	return memcmp(a->b, b->b, 16);
+}
 
 /* ---- providers (registry.c) ---- */
 

@@ -905,12 +905,6 @@ phase2(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *tsid,
 	return 0;
 }
 
-static int
-cmp_fp(const struct tend_fp *a, const struct tend_fp *b)
-{
-	return memcmp(a->b, b->b, 16);
-}
-
 /* The retry of a kept component (c->retry) walks its undeclared items
  * only: its declared ones were applied, or failed, in its first run, and
  * are not tried again in the same pass. */
