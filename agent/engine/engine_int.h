@@ -1,6 +1,6 @@
 /*
  * engine_int.h - the engine's private structures, shared by engine.c
- * (passes, batches, sinks), reconcile.c (pre-commit and commit bodies) and
+ * (passes, batches, sinks), commit.c (pre-commit and commit bodies) and
  * registry.c (providers).
  *
  * Identities:
@@ -328,18 +328,18 @@ struct tend_engine {
 	void *comp_arg;
 };
 
-/* reconcile.c: the bodies of the pre-commit and commit transactions */
+/* commit.c: the bodies of the pre-commit and commit transactions */
 int tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c);
 int tend_commit_comp(struct tend_txn *txn, struct tend_comp *c);
 void tend_comp_withhold_memos(struct tend_comp *c);
 
-/* engine.c helpers used by reconcile.c */
+/* engine.c helpers used by commit.c */
 void tend_pass_save_provider(struct pass *pass, struct tend_provider *p);
 /* Does component `owner` still declare target state `tsid` in this pass
  * (inspect.h: tend_component_hooks)? `owner_path` is its display path. */
 bool tend_pass_still_declares(struct tend_comp *c, const struct tend_fp *owner,
     const char *owner_path, const struct tend_fp *tsid);
-/* reconcile.c: an owner row naming a conflict's contenders */
+/* commit.c: an owner row naming a conflict's contenders */
 bool tend_contest_row(const struct tend_bytes *v);
 /* Its next contender from offset `at` (32 first); 0 at the end. */
 size_t tend_contest_next(const struct tend_bytes *v, size_t at,
@@ -351,7 +351,7 @@ void tend_conflict_message(struct tend_comp *c, const char *other,
     const char *provider, const struct tend_key *key);
 bool tend_cidset_has(const struct cidset *s, const struct tend_fp *fp);
 
-/* item and header codecs (reconcile.c) */
+/* item and header codecs (commit.c) */
 int tend_item_decode(struct item *out, const void *data, size_t len,
     struct tend_arena *arena);
 void tend_item_encode(struct tend_buf *out, const struct item *it);

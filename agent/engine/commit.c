@@ -1,5 +1,5 @@
 /*
- * reconcile.c - the pre-commit and commit bodies of a component.
+ * commit.c - the pre-commit and commit bodies of a component.
  *
  * Pre-commit (semantics §1.6 step 5, R7-R14) runs in the batch's first
  * write transaction, before any sink: it merges the component's declared
