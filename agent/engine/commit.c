@@ -22,8 +22,12 @@
  * same retention decisions ("keep the states of this version") without
  * touching unchanged rows. Items whose reconcile returned none are not
  * rewritten at all.
+ *
+ * The handlers' reconcile decision itself is reconcile.c's (reconcile.h):
+ * this file calls it, it calls nothing here or in engine.c (issue 16).
  */
 #include "engine_int.h"
+#include "reconcile.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -438,124 +442,6 @@ prov_gen(const struct tend_provider *prov, uint64_t *pid, uint64_t *schema)
 	*schema = prov->root ? 0 : prov->gen_schema;
 }
 
-/* prev = the non-deleted records in stored order; missing per R8. */
-static struct tend_bytes *
-prev_of(struct tend_comp *c, const struct item *it, size_t *nprev,
-    bool *missing, uint64_t pschema, bool root)
-{
-	struct tend_bytes *prev;
-
-	*nprev = 0;
-	if (!it) {
-		*missing = true;
-		return NULL;
-	}
-	prev = tend_arena_alloc(&c->arena, (it->nstates + 1) * sizeof *prev);
-	*missing = c->pass->full || (!root && it->schema != pschema);
-	for (size_t i = 0; i < it->nstates; i++) {
-		if (it->states[i].deleted) {
-			*missing = true;
-			continue;
-		}
-		prev[*nprev].data = it->states[i].rec;
-		prev[*nprev].len = it->states[i].len;
-		(*nprev)++;
-	}
-	return prev;
-}
-
-static int
-call_reconcile(struct tend_comp *c, struct tend_handler *h,
-    const struct tend_key *key, const void *desired, size_t dlen,
-    const struct tend_bytes *prev, size_t nprev, bool missing,
-    struct tend_reconcile_out *out)
-{
-	struct tend_reconcile_in in = {
-		.key = key,
-		.desired = desired,
-		.desired_len = dlen,
-		.prev = prev,
-		.nprev = nprev,
-		.prev_may_be_missing = missing,
-		.arena = &c->arena,
-	};
-
-	memset(out, 0, sizeof *out);
-	tend_error_clear();
-	int rc = h->ops->reconcile(h, &in, out);
-	if (rc)
-		return rc;
-	if (out->action && !out->sink)
-		return tend_error_set(TEND_ERROR,
-		    "connector %s: reconcile returned an action without a sink",
-		    h->ops->kind);
-	return 0;
-}
-
-/* Append the new state to the candidates: (0, Deleted) first for a new
- * item, so a crash before commit leaves "may be missing" (R9). So does a
- * write planned while the target may differ from every record (a full
- * pass, a lossy change): if it fails, the next pass must know the target
- * is not what the records say, not settle on an equal record. */
-static void
-append_state(struct tend_comp *c, struct item *dst, const struct item *src,
-    const struct tend_reconcile_out *out, bool missing)
-{
-	size_t n = 0, have = src ? src->nstates : 1;
-	struct state *st = tend_arena_alloc(&c->arena, (have + 2) * sizeof *st);
-
-	/* an older candidate equal to the new one adds nothing: drop it, so
-	 * repeated failures do not grow the list ([a, D, D, D]) */
-	for (size_t i = 0; i < have; i++) {
-		struct state s = src ? src->states[i]
-				     : (struct state){.deleted = true};
-
-		if (s.deleted && out->record_absent)
-			continue;
-		if (!s.deleted && !out->record_absent &&
-		    s.len == out->record.len &&
-		    (s.len == 0 || memcmp(s.rec, out->record.data, s.len) == 0))
-			continue;
-		st[n++] = s;
-	}
-	bool marked = false;
-	for (size_t i = 0; i < n; i++)
-		marked |= st[i].deleted;
-	if (missing && src && !out->record_absent && !marked)
-		st[n++] = (struct state){.version = c->curr, .deleted = true};
-	st[n].version = c->curr;
-	st[n].deleted = out->record_absent;
-	st[n].rec = out->record_absent ? NULL
-				       : tend_arena_memdup(&c->arena,
-					     out->record.data, out->record.len);
-	st[n].len = out->record_absent ? 0 : out->record.len;
-	dst->states = st;
-	dst->nstates = n + 1;
-}
-
-static void
-fill_action(struct plan *p, const struct tend_reconcile_out *out,
-    const struct tend_bytes *prev, size_t nprev, bool missing)
-{
-	p->kind = PLAN_ACTION;
-	p->record_changed = out->record_absent || nprev == 0;
-	for (size_t i = 0; i < nprev && !p->record_changed; i++)
-		if (prev[i].len != out->record.len ||
-		    (prev[i].len &&
-			memcmp(prev[i].data, out->record.data, prev[i].len)))
-			p->record_changed = true;
-	p->action = out->action;
-	p->sink = out->sink;
-	p->is_delete = out->record_absent;
-	p->inval = out->invalidation;
-	p->nprev = (unsigned)nprev;
-	p->missing = missing;
-	if (out->record_absent)
-		p->op = TEND_OP_DELETE;
-	else
-		p->op = nprev ? TEND_OP_UPDATE : TEND_OP_CREATE;
-}
-
 /*
  * Contest rows. Two components that declared one state in one batch, with
  * no live owner among them, both failed (nothing applied): the state's
@@ -753,9 +639,9 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 		tmp.new_item = !it;
 	}
 	const struct tend_bytes *prev =
-	    prev_of(c, it, &nprev, &missing, pschema, prov->root);
+	    tend_prev_of(c, it, &nprev, &missing, pschema, prov->root);
 
-	rc = call_reconcile(c, prov->handler, &d->key, d->value, d->vlen,
+	rc = tend_call_reconcile(c, prov->handler, &d->key, d->value, d->vlen,
 	    prev, nprev, missing, &out);
 	if (rc)
 		return rc;
@@ -763,7 +649,7 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 		struct plan *p = plan_new(c);
 
 		*p = tmp;
-		fill_action(p, &out, prev, nprev, missing);
+		tend_fill_action(p, &out, prev, nprev, missing);
 		if (it) {
 			p->item = *it;
 		} else {
@@ -780,7 +666,7 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 		    out.invalidation == TEND_INVALIDATE_NONE &&
 		    (!d->child || (it->container &&
 				      it->gen_id != 0));
-		append_state(c, &p->item, it, &out, missing);
+		tend_append_state(c, &p->item, it, &out, missing);
 		if (d->child) {
 			/* R24 child provider generation; a container seen for
 			 * the first time (or re-created) gets a fresh id
@@ -886,8 +772,8 @@ phase2(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *tsid,
 		 &c->arena)) != 0)
 		return rc;
 	const struct tend_bytes *prev =
-	    prev_of(c, it, &nprev, &missing, pschema, prov->root);
-	rc = call_reconcile(c, prov->handler, &key, NULL, 0, prev, nprev,
+	    tend_prev_of(c, it, &nprev, &missing, pschema, prov->root);
+	rc = tend_call_reconcile(c, prov->handler, &key, NULL, 0, prev, nprev,
 	    missing, &out);
 	if (rc)
 		return rc;
@@ -899,9 +785,9 @@ phase2(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *tsid,
 	p->prov = prov;
 	p->key = key;
 	p->item = *it;
-	fill_action(p, &out, prev, nprev, missing);
+	tend_fill_action(p, &out, prev, nprev, missing);
 	p->op = TEND_OP_DELETE;
-	append_state(c, &p->item, it, &out, missing);
+	tend_append_state(c, &p->item, it, &out, missing);
 	return 0;
 }
 

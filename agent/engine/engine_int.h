@@ -1,7 +1,13 @@
 /*
  * engine_int.h - the engine's private structures, shared by engine.c
- * (passes, batches, sinks), commit.c (pre-commit and commit bodies) and
- * registry.c (providers).
+ * (passes, batches, sinks), commit.c (pre-commit and commit bodies),
+ * reconcile.c (the reconcile decision) and registry.c (providers).
+ *
+ * One rule on calls (issue 16): reconcile.c is pure and called, never
+ * calling back. engine.c and commit.c may call it (what it offers is in
+ * reconcile.h, alone); it calls no function defined in engine.c or
+ * commit.c, the declarations below included, and gets what it needs as
+ * arguments. tests/reconcile_deps.sh checks it.
  *
  * Identities:
  *   cid   component id  = XXH3-128 of the encoded component path
@@ -28,6 +34,13 @@
 #include "tend/engine.h"
 #include "tend/events.h"
 #include "tend/fingerprint.h"
+
+/* Cross-file functions of the engine that libtend does not export. Those
+ * exported today stay so (libtend.so's symbol list does not change): this
+ * is for new ones. */
+#ifndef TEND_HIDDEN
+#define TEND_HIDDEN __attribute__((visibility("hidden")))
+#endif
 
 struct pass;
 
