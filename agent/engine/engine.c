@@ -102,12 +102,6 @@ wants(struct tend_engine *eng, enum tend_event_kind kind)
 	return false;
 }
 
-static int
-cmp_fp(const struct tend_fp *a, const struct tend_fp *b)
-{
-	return memcmp(a->b, b->b, 16);
-}
-
 /* ---- cid set ---- */
 
 /* Component ids are uniformly random: compare them as two words. */

@@ -1,7 +1,13 @@
 /*
  * engine_int.h - the engine's private structures, shared by engine.c
- * (passes, batches, sinks), reconcile.c (pre-commit and commit bodies) and
- * registry.c (providers).
+ * (passes, batches, sinks), commit.c (pre-commit and commit bodies),
+ * reconcile.c (the reconcile decision) and registry.c (providers).
+ *
+ * One rule on calls (issue 16): reconcile.c is pure and called, never
+ * calling back. engine.c and commit.c may call it (what it offers is in
+ * reconcile.h, alone); it calls no function defined in engine.c or
+ * commit.c, the declarations below included, and gets what it needs as
+ * arguments. tests/reconcile_deps.sh checks it.
  *
  * Identities:
  *   cid   component id  = XXH3-128 of the encoded component path
@@ -19,6 +25,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "inspect.h"
 #include "store.h"
@@ -28,7 +35,21 @@
 #include "tend/events.h"
 #include "tend/fingerprint.h"
 
+/* Cross-file functions of the engine that libtend does not export. Those
+ * exported today stay so (libtend.so's symbol list does not change): this
+ * is for new ones. */
+#ifndef TEND_HIDDEN
+#define TEND_HIDDEN __attribute__((visibility("hidden")))
+#endif
+
 struct pass;
+
+/* Order of fingerprints (tsids, cids): bytewise, as LMDB sorts keys. */
+static inline int
+cmp_fp(const struct tend_fp *a, const struct tend_fp *b)
+{
+	return memcmp(a->b, b->b, 16);
+}
 
 /* ---- providers (registry.c) ---- */
 
@@ -320,18 +341,18 @@ struct tend_engine {
 	void *comp_arg;
 };
 
-/* reconcile.c: the bodies of the pre-commit and commit transactions */
+/* commit.c: the bodies of the pre-commit and commit transactions */
 int tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c);
 int tend_commit_comp(struct tend_txn *txn, struct tend_comp *c);
 void tend_comp_withhold_memos(struct tend_comp *c);
 
-/* engine.c helpers used by reconcile.c */
+/* engine.c helpers used by commit.c */
 void tend_pass_save_provider(struct pass *pass, struct tend_provider *p);
 /* Does component `owner` still declare target state `tsid` in this pass
  * (inspect.h: tend_component_hooks)? `owner_path` is its display path. */
 bool tend_pass_still_declares(struct tend_comp *c, const struct tend_fp *owner,
     const char *owner_path, const struct tend_fp *tsid);
-/* reconcile.c: an owner row naming a conflict's contenders */
+/* commit.c: an owner row naming a conflict's contenders */
 bool tend_contest_row(const struct tend_bytes *v);
 /* Its next contender from offset `at` (32 first); 0 at the end. */
 size_t tend_contest_next(const struct tend_bytes *v, size_t at,
@@ -343,7 +364,7 @@ void tend_conflict_message(struct tend_comp *c, const char *other,
     const char *provider, const struct tend_key *key);
 bool tend_cidset_has(const struct cidset *s, const struct tend_fp *fp);
 
-/* item and header codecs (reconcile.c) */
+/* item and header codecs (commit.c) */
 int tend_item_decode(struct item *out, const void *data, size_t len,
     struct tend_arena *arena);
 void tend_item_encode(struct tend_buf *out, const struct item *it);

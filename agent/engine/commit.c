@@ -1,0 +1,1305 @@
+/*
+ * commit.c - the pre-commit and commit bodies of a component.
+ *
+ * Pre-commit (semantics §1.6 step 5, R7-R14) runs in the batch's first
+ * write transaction, before any sink: it merges the component's declared
+ * target states (sorted by tsid) with its tracked items (a cursor over
+ * ITEM rows with prefix cid, in the same order), calls the handlers'
+ * reconcile, and writes the pending state: every action's new record is
+ * appended to the item's candidate records, new owner rows are claimed,
+ * preempted owners lose their rows. Only items with something to write
+ * are kept in memory (the plans), so an unchanged component costs a merge
+ * walk and no writes.
+ *
+ * Commit (R16) runs in the batch's second transaction, after the sinks:
+ * an item whose action succeeded keeps only its new record (or is removed
+ * for a delete); a failed action leaves every candidate for the next pass.
+ *
+ * Versions differ from CocoIndex in one deliberate way: the component
+ * version only grows (it is bumped when the component has an action) and
+ * is never renumbered back to 1. Convergence renumbering would rewrite
+ * every row of a component after each change; monotonic versions give the
+ * same retention decisions ("keep the states of this version") without
+ * touching unchanged rows. Items whose reconcile returned none are not
+ * rewritten at all.
+ *
+ * The handlers' reconcile decision itself is reconcile.c's (reconcile.h):
+ * this file calls it, it calls nothing here or in engine.c (issue 16).
+ */
+#include "engine_int.h"
+#include "reconcile.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tend/status.h"
+
+#define ITEM_FMT 1
+#define HDR_FMT 1
+#define SEQ_PROVIDER "tend/provider_id"
+
+/* ---- little codec helpers ---- */
+
+static void
+put_u64(struct tend_buf *b, uint64_t v)
+{
+	unsigned char x[8];
+
+	for (int i = 0; i < 8; i++)
+		x[i] = (unsigned char)(v >> (8 * i));
+	tend_buf_put(b, x, 8);
+}
+
+static void
+put_u32(struct tend_buf *b, uint32_t v)
+{
+	unsigned char x[4];
+
+	for (int i = 0; i < 4; i++)
+		x[i] = (unsigned char)(v >> (8 * i));
+	tend_buf_put(b, x, 4);
+}
+
+struct rd {
+	const uint8_t *p;
+	size_t len, pos;
+	bool bad;
+};
+
+static uint64_t
+get_u64(struct rd *r)
+{
+	uint64_t v = 0;
+
+	if (r->len - r->pos < 8 || r->pos > r->len) {
+		r->bad = true;
+		return 0;
+	}
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)r->p[r->pos + (size_t)i] << (8 * i);
+	r->pos += 8;
+	return v;
+}
+
+static uint32_t
+get_u32(struct rd *r)
+{
+	uint32_t v = 0;
+
+	if (r->len - r->pos < 4 || r->pos > r->len) {
+		r->bad = true;
+		return 0;
+	}
+	for (int i = 0; i < 4; i++)
+		v |= (uint32_t)r->p[r->pos + (size_t)i] << (8 * i);
+	r->pos += 4;
+	return v;
+}
+
+static const uint8_t *
+get_bytes(struct rd *r, size_t n)
+{
+	if (r->pos > r->len || r->len - r->pos < n) {
+		r->bad = true;
+		return NULL;
+	}
+	const uint8_t *p = r->p + r->pos;
+	r->pos += n;
+	return p;
+}
+
+void
+tend_item_encode(struct tend_buf *b, const struct item *it)
+{
+	tend_buf_putc(b, ITEM_FMT);
+	tend_buf_putc(b, it->container ? 1 : 0);
+	tend_buf_put(b, it->parent.b, 16);
+	put_u64(b, it->schema);
+	if (it->container) {
+		put_u64(b, it->gen_id);
+		put_u64(b, it->gen_schema);
+	}
+	put_u32(b, (uint32_t)it->keylen);
+	tend_buf_put(b, it->key, it->keylen);
+	put_u32(b, (uint32_t)it->nstates);
+	for (size_t i = 0; i < it->nstates; i++) {
+		const struct state *s = &it->states[i];
+
+		put_u64(b, s->version);
+		tend_buf_putc(b, s->deleted ? 1 : 0);
+		put_u32(b, (uint32_t)s->len);
+		tend_buf_put(b, s->rec, s->len);
+	}
+}
+
+/* Decode an item, copying everything into `arena` (LMDB memory is only
+ * valid until the next write in the transaction). */
+int
+tend_item_decode(struct item *out, const void *data, size_t len,
+    struct tend_arena *arena)
+{
+	struct rd r = {data, len, 0, false};
+	const uint8_t *p;
+
+	memset(out, 0, sizeof *out);
+	p = get_bytes(&r, 2);
+	if (!p || p[0] != ITEM_FMT || p[1] > 1)
+		return tend_error_set(TEND_EINVALID, "store: bad item record");
+	out->container = p[1] == 1;
+	if ((p = get_bytes(&r, 16)))
+		memcpy(out->parent.b, p, 16);
+	out->schema = get_u64(&r);
+	if (out->container) {
+		out->gen_id = get_u64(&r);
+		out->gen_schema = get_u64(&r);
+	}
+	out->keylen = get_u32(&r);
+	p = get_bytes(&r, out->keylen);
+	if (r.bad)
+		return tend_error_set(TEND_EINVALID, "store: bad item record");
+	out->key = tend_arena_memdup(arena, p, out->keylen);
+	out->nstates = get_u32(&r);
+	if (r.bad || out->nstates > len)
+		return tend_error_set(TEND_EINVALID, "store: bad item record");
+	out->states = tend_arena_alloc(arena,
+	    (out->nstates + 1) * sizeof *out->states);
+	for (size_t i = 0; i < out->nstates; i++) {
+		struct state *s = &out->states[i];
+
+		s->version = get_u64(&r);
+		p = get_bytes(&r, 1);
+		s->deleted = p && p[0] == 1;
+		s->len = get_u32(&r);
+		p = get_bytes(&r, s->len);
+		if (r.bad)
+			return tend_error_set(TEND_EINVALID,
+			    "store: bad item record");
+		s->rec = tend_arena_memdup(arena, p, s->len);
+	}
+	if (r.pos != len)
+		return tend_error_set(TEND_EINVALID, "store: bad item record");
+	return 0;
+}
+
+struct header {
+	uint64_t version;
+	uint8_t token[16];
+	bool has_token;
+	uint8_t flags;
+};
+
+/* The component has child-existence or tombstone rows: a leaf without
+ * them skips the existence diff (two cursor seeks) at commit. */
+#define HDR_HAS_CHILDREN 1
+
+static int
+header_get(struct tend_txn *txn, const struct tend_fp *cid, struct header *h)
+{
+	struct tend_bytes v;
+	int rc = tend_store_get(txn, TEND_T_COMP, cid->b, 16, &v);
+
+	memset(h, 0, sizeof *h);
+	if (rc)
+		return rc;
+	struct rd r = {v.data, v.len, 0, false};
+	const uint8_t *p = get_bytes(&r, 1);
+
+	if (!p || p[0] != HDR_FMT)
+		return tend_error_set(TEND_EINVALID, "store: bad component");
+	h->version = get_u64(&r);
+	p = get_bytes(&r, 16);
+	if (r.bad)
+		return tend_error_set(TEND_EINVALID, "store: bad component");
+	memcpy(h->token, p, 16);
+	for (int i = 0; i < 16; i++)
+		if (h->token[i])
+			h->has_token = true;
+	p = get_bytes(&r, 1);
+	h->flags = p ? p[0] : 0;
+	return 0;
+}
+
+static int
+header_put(struct tend_txn *txn, struct tend_comp *c, uint64_t version,
+    bool token)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+	static const uint8_t zero[16];
+	int rc;
+
+	tend_buf_putc(&b, HDR_FMT);
+	put_u64(&b, version);
+	tend_buf_put(&b, token ? c->eng->token : zero, 16);
+	tend_buf_putc(&b, c->hdr_flags);
+	tend_buf_putc(&b, c->has_parent ? 1 : 0);
+	tend_buf_put(&b, c->parent_cid.b, 16);
+	put_u32(&b, (uint32_t)strlen(c->processor ? c->processor : ""));
+	tend_buf_puts(&b, c->processor ? c->processor : "");
+	put_u32(&b, (uint32_t)c->path.len);
+	tend_buf_put(&b, c->path.ptr, c->path.len);
+	rc = tend_store_put(txn, TEND_T_COMP, c->cid.b, 16, b.ptr, b.len);
+	tend_buf_release(&b);
+	return rc;
+}
+
+static void
+item_key(uint8_t out[40], const struct tend_fp *cid, const struct tend_fp *tsid,
+    uint64_t pid)
+{
+	memcpy(out, cid->b, 16);
+	memcpy(out + 16, tsid->b, 16);
+	for (int i = 0; i < 8; i++)
+		out[32 + i] = (uint8_t)(pid >> (56 - 8 * i));
+}
+
+static uint64_t
+item_key_pid(const uint8_t *k)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | k[32 + i];
+	return v;
+}
+
+static int
+put_item(struct tend_txn *txn, const struct tend_fp *cid, const struct plan *p)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+	uint8_t k[40];
+	int rc;
+
+	item_key(k, cid, &p->tsid, p->pid);
+	tend_item_encode(&b, &p->item);
+	rc = tend_store_put(txn, TEND_T_ITEM, k, 40, b.ptr, b.len);
+	tend_buf_release(&b);
+	return rc;
+}
+
+static int
+del_owner_if_mine(struct tend_txn *txn, const struct tend_fp *tsid,
+    const struct tend_fp *cid)
+{
+	struct tend_bytes v;
+	int rc = tend_store_get(txn, TEND_T_OWNER, tsid->b, 16, &v);
+
+	if (rc == TEND_ENOTFOUND)
+		return 0;
+	if (rc)
+		return rc;
+	if (v.len == 16 && memcmp(v.data, cid->b, 16) == 0)
+		return tend_store_del(txn, TEND_T_OWNER, tsid->b, 16);
+	return 0;
+}
+
+/* Is the container behind provider `id` still tracked by someone? Its
+ * children must then be kept, not dropped, while the provider is not
+ * visible (semantics §7 item 22: do the safer thing). */
+static bool
+container_alive(struct tend_txn *txn, const struct tend_fp *id)
+{
+	struct tend_bytes v;
+	struct tend_fp cur = *id;
+
+	for (int depth = 0; depth < 4; depth++) {
+		if (tend_store_get(txn, TEND_T_OWNER, cur.b, 16, &v) == 0)
+			return true;
+		/* an attachment namespace: look at its container */
+		if (tend_store_get(txn, TEND_T_NAME, cur.b, 16, &v) != 0 ||
+		    v.len < 17 || v.data[16] != TEND_KEY_SYMBOL)
+			return false;
+		memcpy(cur.b, v.data, 16);
+	}
+	return false;
+}
+
+static void prov_gen(const struct tend_provider *prov, uint64_t *pid,
+    uint64_t *schema);
+
+/*
+ * A container whose component did not run in this pass has no visible
+ * provider. If its connector can rebuild the child handler from the
+ * stored record alone (open_child), do that, so its children are
+ * reconciled (deleted one by one) instead of waiting for the container's
+ * fate. Returns the provider, or NULL.
+ */
+static struct tend_provider *
+reopen(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *id,
+    int depth)
+{
+	struct tend_engine *eng = c->eng;
+	struct tend_bytes v;
+	struct tend_fp parent_id, owner;
+	struct tend_key key;
+	struct item item;
+
+	if (depth > 4 || tend_store_get(txn, TEND_T_NAME, id->b, 16, &v) != 0 ||
+	    v.len < 17)
+		return NULL;
+	memcpy(parent_id.b, v.data, 16);
+	if (tend_key_decode(&key, v.data + 16, v.len - 16, NULL, &c->arena))
+		return NULL;
+	if (key.kind == TEND_KEY_SYMBOL) {
+		/* an attachment namespace: reopen its container */
+		if (!reopen(txn, c, &parent_id, depth + 1))
+			return NULL;
+		struct tend_provider *a = tend_registry_get(&eng->reg, id);
+		return a && a->handler ? a : NULL;
+	}
+	struct tend_provider *parent = tend_registry_get(&eng->reg, &parent_id);
+	if (!parent || !tend_provider_visible(c->pass, parent) ||
+	    !parent->handler->ops->open_child)
+		return NULL;
+	if (tend_store_get(txn, TEND_T_OWNER, id->b, 16, &v) != 0 ||
+	    v.len != 16)
+		return NULL;
+	memcpy(owner.b, v.data, 16);
+	uint64_t ppid, pschema;
+	prov_gen(parent, &ppid, &pschema);
+	uint8_t k[40];
+	item_key(k, &owner, id, ppid);
+	if (tend_store_get(txn, TEND_T_ITEM, k, 40, &v) != 0 ||
+	    tend_item_decode(&item, v.data, v.len, &c->arena) != 0 ||
+	    !item.container)
+		return NULL;
+	const struct state *last = NULL;
+	for (size_t i = 0; i < item.nstates; i++)
+		if (!item.states[i].deleted)
+			last = &item.states[i];
+	if (!last)
+		return NULL;
+	struct tend_bytes rec = {last->rec, last->len};
+	struct tend_handler *h = parent->handler->ops->open_child(
+	    parent->handler, &key, &rec);
+	if (!h)
+		return NULL;
+	struct tend_provider *p = tend_registry_get(&eng->reg, id);
+	if (!p) {
+		struct tend_buf name = TEND_BUF_INIT;
+
+		p = tend_xcalloc(1, sizeof *p);
+		p->id = *id;
+		p->eng = eng;
+		p->name_key = (struct tend_buf)TEND_BUF_INIT;
+		p->name_parent = parent_id;
+		tend_buf_puts(&name, parent->name);
+		tend_buf_putc(&name, '/');
+		tend_key_format(&name, &key);
+		p->name = tend_buf_detach(&name, NULL);
+		tend_registry_put(&eng->reg, p);
+		if (c->pass->preview) {
+			tend_pass_save_provider(c->pass, p);
+			p->preview_new = true;
+		}
+	} else
+		tend_pass_save_provider(c->pass, p);
+	p->gen_id = item.gen_id;
+	p->gen_schema = item.gen_schema;
+	tend_provider_resolve(p, h);
+	p->seen_pass = c->pass->id;
+	for (size_t i = 0; i < p->natt; i++)
+		p->att[i].prov->seen_pass = c->pass->id;
+	return p;
+}
+
+static int
+ensure_name(struct tend_txn *txn, const struct tend_fp *id,
+    const struct tend_fp *parent, const uint8_t *key, size_t keylen)
+{
+	struct tend_bytes v;
+	struct tend_buf b = TEND_BUF_INIT;
+	int rc = tend_store_get(txn, TEND_T_NAME, id->b, 16, &v);
+
+	if (rc != TEND_ENOTFOUND)
+		return rc;
+	tend_buf_put(&b, parent->b, 16);
+	tend_buf_put(&b, key, keylen);
+	rc = tend_store_put(txn, TEND_T_NAME, id->b, 16, b.ptr, b.len);
+	tend_buf_release(&b);
+	return rc;
+}
+
+/* ---- planning ---- */
+
+static struct plan *
+plan_new(struct tend_comp *c)
+{
+	if (c->nplans == c->cplans) {
+		c->cplans = c->cplans ? c->cplans * 2 : 8;
+		c->plans = tend_xrealloc(c->plans, c->cplans * sizeof *c->plans);
+	}
+	struct plan *p = &c->plans[c->nplans++];
+	memset(p, 0, sizeof *p);
+	return p;
+}
+
+static void
+prov_gen(const struct tend_provider *prov, uint64_t *pid, uint64_t *schema)
+{
+	*pid = prov->root ? 0 : prov->gen_id;
+	*schema = prov->root ? 0 : prov->gen_schema;
+}
+
+/*
+ * Contest rows. Two components that declared one state in one batch, with
+ * no live owner among them, both failed (nothing applied): the state's
+ * owner row then names them all, so that the next pass does not let the
+ * first of them, in a batch of its own, take it. Format: 16 bytes of
+ * 0xff, the holder (the owner whose item row has the state; zeros: none),
+ * then per contender its id, a u16 length and its display path (a failed
+ * new component has no header to find it by).
+ */
+static const uint8_t contest_mark[16] = {
+	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+bool
+tend_contest_row(const struct tend_bytes *v)
+{
+	return v->len >= 32 && memcmp(v->data, contest_mark, 16) == 0;
+}
+
+size_t
+tend_contest_next(const struct tend_bytes *v, size_t at, struct tend_fp *cid,
+    const char **path, size_t *len)
+{
+	uint16_t n;
+
+	if (at + 18 > v->len)
+		return 0;
+	memcpy(cid->b, v->data + at, 16);
+	memcpy(&n, v->data + at + 16, 2);
+	if (at + 18 + n > v->len)
+		return 0;
+	*path = (const char *)v->data + at + 18;
+	*len = n;
+	return at + 18 + n;
+}
+
+int
+tend_contest_add(struct tend_txn *txn, const struct tend_fp *tsid,
+    const struct tend_fp *holder, struct tend_comp *const *comps, size_t n)
+{
+	struct tend_buf row = TEND_BUF_INIT;
+	struct tend_bytes v;
+	static const uint8_t zero[16];
+	int rc = tend_store_get(txn, TEND_T_OWNER, tsid->b, 16, &v);
+
+	if (rc && rc != TEND_ENOTFOUND)
+		return rc;
+	bool old = rc == 0 && tend_contest_row(&v);
+	tend_buf_put(&row, contest_mark, 16);
+	tend_buf_put(&row, holder ? holder->b : old ? v.data + 16 : zero, 16);
+	if (old)
+		tend_buf_put(&row, v.data + 32, v.len - 32);
+	for (size_t i = 0; i < n; i++) {
+		struct tend_bytes r = {(const uint8_t *)row.ptr, row.len};
+		struct tend_fp cid;
+		const char *p;
+		size_t len, at = 32;
+		bool have = false;
+
+		while (!have && (at = tend_contest_next(&r, at, &cid, &p, &len)))
+			have = tend_fp_equal(&cid, &comps[i]->cid);
+		if (have)
+			continue;
+		uint16_t l16 = (uint16_t)strnlen(comps[i]->display, 0xffff);
+		tend_buf_put(&row, comps[i]->cid.b, 16);
+		tend_buf_put(&row, &l16, 2);
+		tend_buf_put(&row, comps[i]->display, l16);
+	}
+	rc = tend_store_put(txn, TEND_T_OWNER, tsid->b, 16, row.ptr, row.len);
+	tend_buf_release(&row);
+	return rc;
+}
+
+/* c declares a contested state: a conflict while another contender
+ * still declares it (c joins them), else c takes it (from *holder). */
+static int
+contest_enter(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
+    const struct tend_bytes *v, struct tend_fp *holder, bool *held)
+{
+	static const uint8_t zero[16];
+	struct tend_buf copy = TEND_BUF_INIT;
+	struct tend_fp cid;
+	const char *p;
+	size_t len, at = 32;
+	int rc = 0;
+
+	memcpy(holder->b, v->data + 16, 16);
+	*held = memcmp(holder->b, zero, 16) != 0;
+	/* (the row moves when we add to it) */
+	tend_buf_put(&copy, v->data, v->len);
+	struct tend_bytes r = {(const uint8_t *)copy.ptr, copy.len};
+	while (!rc && (at = tend_contest_next(&r, at, &cid, &p, &len))) {
+		char *who = tend_xmemdup(p, len + 1);
+
+		who[len] = '\0';
+		if (!tend_fp_equal(&cid, &c->cid) &&
+		    tend_pass_still_declares(c, &cid, who, &d->tsid)) {
+			rc = tend_contest_add(txn, &d->tsid, NULL, &c, 1);
+			if (rc == 0) {
+				tend_conflict_message(c, who, d->prov->name,
+				    &d->key);
+				rc = TEND_ECONFLICT;
+			}
+		}
+		free(who);
+	}
+	tend_buf_release(&copy);
+	return rc;
+}
+
+static int
+phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
+    struct item *stored)
+{
+	struct tend_provider *prov = d->prov;
+	struct item *it = stored, taken;
+	struct tend_reconcile_out out;
+	uint64_t pid, pschema;
+	struct plan tmp;
+	size_t nprev;
+	bool missing;
+	int rc;
+
+	memset(&tmp, 0, sizeof tmp);
+	prov_gen(prov, &pid, &pschema);
+	tmp.tsid = d->tsid;
+	tmp.pid = pid;
+	tmp.decl = d;
+	tmp.prov = prov;
+	tmp.declared = true;
+	tmp.key = d->key;
+	if (!it) {
+		/* R7(b): another component may own it: preempt */
+		struct tend_bytes v;
+		struct tend_fp from;
+		bool take = false;
+
+		rc = tend_store_get(txn, TEND_T_OWNER, d->tsid.b, 16, &v);
+		if (rc && rc != TEND_ENOTFOUND)
+			return rc;
+		if (rc == TEND_ENOTFOUND) {
+			tmp.claim = true;
+		} else if (tend_contest_row(&v)) {
+			/* a conflict left unresolved: ours once no other
+			 * contender declares it */
+			bool held;
+
+			if ((rc = contest_enter(txn, c, d, &v, &from, &held)))
+				return rc;
+			tmp.claim = true;
+			take = held && !tend_fp_equal(&from, &c->cid);
+		} else if (v.len == 16 && memcmp(v.data, c->cid.b, 16) != 0) {
+			struct tend_buf who = TEND_BUF_INIT;
+
+			memcpy(from.b, v.data, 16);
+			/* taken over only from an owner that no longer
+			 * declares it: two that do conflict */
+			tend_inspect_comp_path(txn, &from, &who);
+			if (tend_pass_still_declares(c, &from, who.ptr,
+				&d->tsid)) {
+				tend_conflict_message(c, who.ptr, prov->name,
+				    &d->key);
+				tend_buf_release(&who);
+				return TEND_ECONFLICT;
+			}
+			tend_buf_release(&who);
+			take = true;
+		}
+		if (take) {
+			uint8_t k[40];
+
+			tmp.prev_owner = from;
+			tmp.preempted = true;
+			tmp.claim = true;
+			/* the previous owner's action earlier in this batch
+			 * has not run: it is superseded (its delete must not
+			 * undo our write) */
+			struct plan *old = tend_pass_find_plan(c->pass,
+			    &d->tsid, &tmp.prev_owner);
+			if (old && old->kind == PLAN_ACTION)
+				old->kind = PLAN_CANCELLED;
+			item_key(k, &tmp.prev_owner, &d->tsid, pid);
+			rc = tend_store_get(txn, TEND_T_ITEM, k, 40, &v);
+			if (rc == 0) {
+				rc = tend_item_decode(&taken, v.data, v.len,
+				    &c->arena);
+				if (rc)
+					return rc;
+				for (size_t i = 0; i < taken.nstates; i++)
+					taken.states[i].version = 0;
+				it = &taken;
+			} else if (rc != TEND_ENOTFOUND)
+				return rc;
+		}
+		tmp.new_item = !it;
+	}
+	const struct tend_bytes *prev =
+	    tend_prev_of(c, it, &nprev, &missing, pschema, prov->root);
+
+	rc = tend_call_reconcile(c, prov->handler, &d->key, d->value, d->vlen,
+	    prev, nprev, missing, &out);
+	if (rc)
+		return rc;
+	if (out.action) {
+		struct plan *p = plan_new(c);
+
+		*p = tmp;
+		tend_fill_action(p, &out, prev, nprev, missing);
+		if (it) {
+			p->item = *it;
+		} else {
+			p->item.parent = prov->id;
+			p->item.schema = pschema;
+			p->item.key = d->kenc;
+			p->item.keylen = d->kenc_len;
+		}
+		p->item.parent = prov->id;
+		/* the candidates stay {r}: a crash cannot lose anything */
+		p->refresh = it && !tmp.preempted && !missing &&
+		    it->nstates == 1 && !it->states[0].deleted &&
+		    !out.record_absent && !p->record_changed &&
+		    out.invalidation == TEND_INVALIDATE_NONE &&
+		    (!d->child || (it->container &&
+				      it->gen_id != 0));
+		tend_append_state(c, &p->item, it, &out, missing);
+		if (d->child) {
+			/* R24 child provider generation; a container seen for
+			 * the first time (or re-created) gets a fresh id
+			 * (§7 item 7) */
+			p->item.container = true;
+			if (!it || !it->container ||
+			    out.invalidation == TEND_INVALIDATE_DESTRUCTIVE) {
+				rc = tend_store_seq_next(txn, SEQ_PROVIDER,
+				    &p->item.gen_id);
+				if (rc)
+					return rc;
+				p->item.gen_schema = 0;
+			} else {
+				p->item.gen_id = it->gen_id;
+				p->item.gen_schema = it->gen_schema +
+				    (out.invalidation == TEND_INVALIDATE_LOSSY);
+			}
+		}
+		return 0;
+	}
+	if (d->child)
+		return tend_error_set(TEND_ERROR,
+		    "connector %s: a container's reconcile must return an "
+		    "action every pass (it returns the child handler)",
+		    prov->handler->ops->kind);
+	if (!it)
+		return 0; /* new and nothing to do: nothing tracked */
+	if (tmp.preempted) {
+		struct plan *p = plan_new(c);
+
+		*p = tmp;
+		p->kind = PLAN_MOVE;
+		p->item = *it;
+	} else if (!prov->root && it->schema != pschema) {
+		struct plan *p = plan_new(c);
+
+		*p = tmp;
+		p->kind = PLAN_SCHEMA;
+		p->item = *it;
+	}
+	return 0;
+}
+
+static int
+phase2(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *tsid,
+    uint64_t ipid, struct item *it)
+{
+	struct tend_provider *prov = tend_registry_get(&c->eng->reg,
+	    &it->parent);
+	struct tend_reconcile_out out;
+
+	if (prov && !tend_provider_visible(c->pass, prov))
+		prov = NULL;
+	if (!prov && container_alive(txn, &it->parent))
+		prov = reopen(txn, c, &it->parent, 0);
+	uint64_t pid, pschema;
+	struct tend_key key;
+	size_t nprev;
+	bool missing;
+	int rc;
+
+	if (!prov || !prov->handler) {
+		/* R12, made safe: forget the children of a container only
+		 * once the container itself is gone */
+		if (container_alive(txn, &it->parent)) {
+			c->ndeferred++;
+			return 0;
+		}
+		struct plan *p = plan_new(c);
+		p->kind = PLAN_DROP;
+		p->tsid = *tsid;
+		p->pid = ipid;
+		p->item = *it;
+		return 0;
+	}
+	prov_gen(prov, &pid, &pschema);
+	if (it->container && prov->handler->ops->open_child &&
+	    !c->pass->preview && (!c->pass->retrying ||
+	    tend_cidset_has(&c->pass->blocked, tsid))) {
+		/* R22, R23: a container goes after its children, whatever the
+		 * batch and the sink order. With open_child its children are
+		 * deleted one by one, in this pass's batches: a container
+		 * deleted in an earlier batch would leave them to be dropped
+		 * untracked, and an rmdir run before their unlinks fails. So
+		 * its delete waits for the pass's retries, and for the next
+		 * pass if a child's delete failed. (Without open_child the
+		 * container's delete is what removes them, and they wait
+		 * for it.) */
+		c->ndeferred++;
+		return 0;
+	}
+	if (ipid != pid) {
+		/* R10: stale generation (destructive change): prune */
+		struct plan *p = plan_new(c);
+		p->kind = PLAN_DROP;
+		p->tsid = *tsid;
+		p->pid = ipid;
+		p->item = *it;
+		p->prov = prov;
+		return 0;
+	}
+	if ((rc = tend_key_decode(&key, it->key, it->keylen, NULL,
+		 &c->arena)) != 0)
+		return rc;
+	const struct tend_bytes *prev =
+	    tend_prev_of(c, it, &nprev, &missing, pschema, prov->root);
+	rc = tend_call_reconcile(c, prov->handler, &key, NULL, 0, prev, nprev,
+	    missing, &out);
+	if (rc)
+		return rc;
+	if (!out.action)
+		return 0;
+	struct plan *p = plan_new(c);
+	p->tsid = *tsid;
+	p->pid = ipid;
+	p->prov = prov;
+	p->key = key;
+	p->item = *it;
+	tend_fill_action(p, &out, prev, nprev, missing);
+	p->op = TEND_OP_DELETE;
+	tend_append_state(c, &p->item, it, &out, missing);
+	return 0;
+}
+
+/* The retry of a kept component (c->retry) walks its undeclared items
+ * only: its declared ones were applied, or failed, in its first run, and
+ * are not tried again in the same pass. */
+static int
+merge_walk(struct tend_txn *txn, struct tend_comp *c)
+{
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	size_t j = 0;
+	bool matched = false;
+	int rc, more;
+
+	if ((rc = tend_store_iter_init(&it, txn, TEND_T_ITEM, c->cid.b, 16)))
+		return rc;
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
+		struct tend_fp tsid;
+		struct item item;
+		uint64_t ipid;
+
+		if (k.len != 40) {
+			rc = tend_error_set(TEND_ERROR, "store: bad item key");
+			goto out;
+		}
+		memcpy(tsid.b, k.data + 16, 16);
+		ipid = item_key_pid(k.data);
+		while (j < c->ndecls && cmp_fp(&c->decls[j].tsid, &tsid) < 0) {
+			if (!matched && !c->retry &&
+			    (rc = phase1(txn, c, &c->decls[j], NULL)))
+				goto out;
+			j++;
+			matched = false;
+		}
+		if ((rc = tend_item_decode(&item, v.data, v.len, &c->arena)))
+			goto out;
+		if (j < c->ndecls && cmp_fp(&c->decls[j].tsid, &tsid) == 0) {
+			uint64_t pid, pschema;
+
+			prov_gen(c->decls[j].prov, &pid, &pschema);
+			if (pid == ipid && !matched) {
+				matched = true;
+				rc = c->retry ? 0
+					      : phase1(txn, c, &c->decls[j], &item);
+			} else if (c->retry) {
+				rc = 0;
+			} else {
+				/* declared again under a new generation:
+				 * the old entry is stale (R10) */
+				struct plan *p = plan_new(c);
+				p->kind = PLAN_DROP;
+				p->tsid = tsid;
+				p->pid = ipid;
+				p->item = item;
+				p->declared = true;
+				rc = 0;
+			}
+		} else
+			rc = phase2(txn, c, &tsid, ipid, &item);
+		if (rc)
+			goto out;
+	}
+	if (more < 0) {
+		rc = more;
+		goto out;
+	}
+	for (; j < c->ndecls && !c->retry; j++, matched = false)
+		if (!matched && (rc = phase1(txn, c, &c->decls[j], NULL)))
+			goto out;
+	rc = 0;
+out:
+	tend_store_iter_finish(&it);
+	return rc;
+}
+
+static int
+write_plans(struct tend_txn *txn, struct tend_comp *c)
+{
+	int rc;
+
+	for (size_t i = 0; i < c->nplans; i++) {
+		struct plan *p = &c->plans[i];
+
+		if ((p->kind != PLAN_ACTION && p->kind != PLAN_MOVE) ||
+		    p->refresh)
+			continue;
+		if (p->preempted) {
+			uint8_t pre[32];
+
+			memcpy(pre, p->prev_owner.b, 16);
+			memcpy(pre + 16, p->tsid.b, 16);
+			if ((rc = tend_store_del_prefix(txn, TEND_T_ITEM, pre,
+				 32)))
+				return rc;
+		}
+		if (p->claim && (rc = tend_store_put(txn, TEND_T_OWNER,
+				     p->tsid.b, 16, c->cid.b, 16)))
+			return rc;
+		if (p->new_item && p->prov) {
+			struct tend_provider *pr = p->prov;
+
+			if (pr->name_key.len &&
+			    (rc = ensure_name(txn, &pr->id, &pr->name_parent,
+				 (const uint8_t *)pr->name_key.ptr,
+				 pr->name_key.len)))
+				return rc;
+			if ((rc = ensure_name(txn, &p->tsid, &pr->id,
+				 p->item.key, p->item.keylen)))
+				return rc;
+		}
+		if ((rc = put_item(txn, &c->cid, p)))
+			return rc;
+	}
+	return 0;
+}
+
+int
+tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c)
+{
+	struct header h;
+	int rc;
+
+	/* re-runnable: forget a previous attempt (map full, or the retry
+	 * of a kept component) */
+	for (size_t i = 0; i < c->nplans; i++) {
+		free(c->plans[i].error);
+		if (c->plans[i].child)
+			c->plans[i].child->ops->destroy(c->plans[i].child);
+	}
+	c->nplans = 0;
+	c->ndeferred = 0;
+	if (c->in_preflight)
+		return 0;
+	rc = header_get(txn, &c->cid, &h);
+	if (rc && rc != TEND_ENOTFOUND)
+		return rc;
+	c->existed = rc == 0;
+	c->token_was_set = h.has_token;
+	c->curr = h.version + 1;
+	c->hdr_flags = h.flags;
+	c->stored_flags = h.flags;
+	if (c->has_parent && c->mode == MODE_BUILD && !c->existed) {
+		/* eager existence row, so a later GC finds this component
+		 * even if its parent never commits (a known component has
+		 * one: see the pre-flight skip in commit) */
+		uint8_t k[32];
+		struct tend_bytes v;
+
+		memcpy(k, c->parent_cid.b, 16);
+		memcpy(k + 16, c->cid.b, 16);
+		rc = tend_store_get(txn, TEND_T_CEX, k, 32, &v);
+		if (rc == TEND_ENOTFOUND)
+			rc = tend_store_put(txn, TEND_T_CEX, k, 32, c->path.ptr,
+			    c->path.len);
+		if (rc)
+			return rc;
+	}
+	if (c->memo_delete &&
+	    (rc = tend_store_del(txn, TEND_T_MEMO, c->cid.b, 16)))
+		return rc;
+	if (c->failed)
+		return 0;
+	if ((rc = merge_walk(txn, c))) {
+		if (rc == TEND_ERETRY && tend_error_code() == TEND_ERETRY)
+			return rc;
+		/* a reconcile error, or a conflict, fails this component
+		 * only; what it has stays, and so does its parent's memo */
+		c->failed = true;
+		c->conflict = rc == TEND_ECONFLICT;
+		free(c->error);
+		c->error = tend_xstrdup(tend_error_last());
+		c->nplans = 0;
+		tend_comp_withhold_memos(c->parent);
+		return 0;
+	}
+	if ((rc = write_plans(txn, c)))
+		return rc;
+	for (size_t i = 0; i < c->nplans; i++)
+		if (c->plans[i].kind == PLAN_ACTION)
+			tend_pass_ref_plan(c->pass, c, i);
+	bool any = false;
+	for (size_t i = 0; i < c->nplans; i++)
+		if (c->plans[i].kind == PLAN_ACTION && !c->plans[i].refresh)
+			any = true;
+	/* R18: a component with an action in flight is not memoised until
+	 * every action succeeded, and the memo goes in this durable commit,
+	 * before any sink: a kill or a failed action then leaves no memo
+	 * that the same input (a source brought back) could hit, while the
+	 * pending records wait for a body to settle them */
+	if (any && !c->memo_delete &&
+	    (rc = tend_store_del(txn, TEND_T_MEMO, c->cid.b, 16)))
+		return rc;
+	if ((!c->existed && c->mode == MODE_BUILD) || any || c->token_was_set)
+		rc = header_put(txn, c, any ? c->curr : h.version, any);
+	if (!any)
+		c->curr = h.version; /* nothing appended */
+	return rc;
+}
+
+/* ---- commit ---- */
+
+static bool
+declared_tsid(const struct tend_comp *c, const struct tend_fp *tsid)
+{
+	size_t lo = 0, hi = c->ndecls;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int r = cmp_fp(&c->decls[mid].tsid, tsid);
+
+		if (r == 0)
+			return true;
+		if (r < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+static void
+gc_add(struct tend_comp *c, const uint8_t *cid, const void *path, size_t len)
+{
+	if (c->ngc == c->cgc) {
+		c->cgc = c->cgc ? c->cgc * 2 : 4;
+		c->gc = tend_xrealloc(c->gc, c->cgc * sizeof *c->gc);
+	}
+	memcpy(c->gc[c->ngc].cid.b, cid, 16);
+	c->gc[c->ngc].path = tend_arena_memdup(&c->arena, path, len);
+	c->gc[c->ngc].len = len;
+	c->ngc++;
+}
+
+/* Diff the stored child-existence rows with the children mounted now;
+ * every child that disappeared gets a tombstone (§2.5). "Mounted now" is
+ * the pass's set of mounted components: a child's id hashes its whole
+ * path, so an id under this parent that was mounted is this parent's. */
+static int
+existence_diff(struct tend_txn *txn, struct tend_comp *c, bool none)
+{
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	struct child_ref *gone = NULL;
+	size_t ngone = 0, cgone = 0;
+	int rc, more;
+
+	if ((rc = tend_store_iter_init(&it, txn, TEND_T_CEX, c->cid.b, 16)))
+		return rc;
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
+		struct tend_fp cid;
+
+		if (k.len != 32)
+			continue;
+		memcpy(cid.b, k.data + 16, 16);
+		if (!none && tend_cidset_has(&c->pass->built, &cid))
+			continue;
+		if (ngone == cgone) {
+			cgone = cgone ? cgone * 2 : 8;
+			gone = tend_xrealloc(gone, cgone * sizeof *gone);
+		}
+		gone[ngone].cid = cid;
+		gone[ngone].path = tend_arena_memdup(&c->arena, v.data, v.len);
+		gone[ngone].len = v.len;
+		ngone++;
+	}
+	tend_store_iter_finish(&it);
+	rc = more < 0 ? more : 0;
+	for (size_t i = 0; i < ngone && rc == 0; i++) {
+		uint8_t key[32];
+
+		memcpy(key, c->cid.b, 16);
+		memcpy(key + 16, gone[i].cid.b, 16);
+		if ((rc = tend_store_del(txn, TEND_T_CEX, key, 32)) == 0)
+			rc = tend_store_put(txn, TEND_T_TOMB, key, 32,
+			    gone[i].path, gone[i].len);
+	}
+	free(gone);
+	return rc;
+}
+
+static int
+collect_tombs(struct tend_txn *txn, struct tend_comp *c)
+{
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	int rc, more;
+
+	c->ngc = 0;
+	if ((rc = tend_store_iter_init(&it, txn, TEND_T_TOMB, c->cid.b, 16)))
+		return rc;
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1)
+		if (k.len == 32)
+			gc_add(c, k.data + 16, v.data, v.len);
+	tend_store_iter_finish(&it);
+	return more < 0 ? more : 0;
+}
+
+static int
+put_memo(struct tend_txn *txn, struct tend_comp *c)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+	int rc;
+
+	tend_buf_putc(&b, 1);
+	tend_buf_put(&b, c->mopts.input_fp.b, 16);
+	tend_buf_put(&b, c->mopts.logic_fp.b, 16);
+	put_u32(&b, (uint32_t)c->ndeps);
+	for (size_t i = 0; i < c->ndeps; i++) {
+		tend_buf_put(&b, c->deps[i].id.b, 16);
+		put_u64(&b, c->deps[i].gen_id);
+		put_u64(&b, c->deps[i].gen_schema);
+	}
+	rc = tend_store_put(txn, TEND_T_MEMO, c->cid.b, 16, b.ptr, b.len);
+	tend_buf_release(&b);
+	return rc;
+}
+
+/* Forget what is left of a deleted component: items whose delete
+ * reconciled to "nothing to do", owner rows still naming it. */
+static int
+forget_component(struct tend_txn *txn, struct tend_comp *c)
+{
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	struct tend_fp *tsids = NULL;
+	size_t n = 0, cap = 0;
+	int rc, more;
+
+	if ((rc = tend_store_iter_init(&it, txn, TEND_T_ITEM, c->cid.b, 16)))
+		return rc;
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
+		if (k.len != 40)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 8;
+			tsids = tend_xrealloc(tsids, cap * sizeof *tsids);
+		}
+		memcpy(tsids[n++].b, k.data + 16, 16);
+	}
+	tend_store_iter_finish(&it);
+	rc = more < 0 ? more : 0;
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = del_owner_if_mine(txn, &tsids[i], &c->cid);
+	free(tsids);
+	if (rc == 0)
+		rc = tend_store_del_prefix(txn, TEND_T_ITEM, c->cid.b, 16);
+	if (rc == 0)
+		rc = tend_store_del(txn, TEND_T_MEMO, c->cid.b, 16);
+	if (rc == 0)
+		rc = tend_store_del(txn, TEND_T_COMP, c->cid.b, 16);
+	return rc;
+}
+
+/* R4, R18: a component whose subtree did not fully succeed (a body or
+ * an action failed, items still deferred) is memoised nowhere up its
+ * chain, or the same input would skip it next time. Ancestors are alive
+ * here: a parent is enqueued after its children, so it commits in the
+ * same batch or a later one. */
+void
+tend_comp_withhold_memos(struct tend_comp *c)
+{
+	for (; c; c = c->parent)
+		c->child_failed = true;
+}
+
+int
+tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
+{
+	bool any_action = false;
+	int rc;
+
+	c->any_failed = false;
+	c->done = false;
+	c->ngc = 0;
+	if (c->in_preflight) {
+		/* re-mounted since it was tombstoned: the tombstone goes and
+		 * the existence row comes back */
+		uint8_t k[32];
+
+		memcpy(k, c->parent_cid.b, 16);
+		memcpy(k + 16, c->cid.b, 16);
+		if ((rc = tend_store_del(txn, TEND_T_TOMB, k, 32)))
+			return rc;
+		return tend_store_put(txn, TEND_T_CEX, k, 32, c->path.ptr,
+		    c->path.len);
+	}
+	if (c->failed)
+		return 0;
+	for (size_t i = 0; i < c->nplans; i++) {
+		struct plan *p = &c->plans[i];
+		uint8_t k[40];
+
+		item_key(k, &c->cid, &p->tsid, p->pid);
+		switch (p->kind) {
+		case PLAN_ACTION:
+			if (p->status != 0) {
+				c->any_failed = true;
+				any_action |= !p->refresh;
+				break;
+			}
+			if (p->refresh)
+				break; /* the stored item is already [r] */
+			any_action = true;
+			/* R16 retention: the state of this version survives,
+			 * unless it is a delete */
+			struct state *last = &p->item.states[p->item.nstates - 1];
+			assert(last->version == c->curr);
+			if (last->deleted) {
+				if ((rc = tend_store_del(txn, TEND_T_ITEM, k,
+					 40)))
+					return rc;
+				if (!p->declared &&
+				    (rc = del_owner_if_mine(txn, &p->tsid,
+					 &c->cid)))
+					return rc;
+				break;
+			}
+			p->item.states = last;
+			p->item.nstates = 1;
+			if (p->prov && !p->prov->root)
+				p->item.schema = p->prov->gen_schema;
+			if ((rc = put_item(txn, &c->cid, p)))
+				return rc;
+			break;
+		case PLAN_DROP:
+			if ((rc = tend_store_del(txn, TEND_T_ITEM, k, 40)))
+				return rc;
+			if (!p->declared && !declared_tsid(c, &p->tsid) &&
+			    (rc = del_owner_if_mine(txn, &p->tsid, &c->cid)))
+				return rc;
+			break;
+		case PLAN_SCHEMA:
+			p->item.schema = p->prov->gen_schema;
+			if ((rc = put_item(txn, &c->cid, p)))
+				return rc;
+			break;
+		case PLAN_MOVE:
+		case PLAN_CANCELLED:
+			break;
+		}
+	}
+	if (c->mode == MODE_DELETE) {
+		if (c->any_failed) {
+			/* the parent that stopped declaring us committed
+			 * before our delete ran: its memo must not hide the
+			 * tombstone that waits for the retry */
+			if (c->has_parent &&
+			    (rc = tend_store_del(txn, TEND_T_MEMO,
+				 c->parent_cid.b, 16)))
+				return rc;
+			if (any_action)
+				rc = header_put(txn, c, c->curr, false);
+			else
+				rc = 0;
+			return rc;
+		}
+		/* every child becomes a tombstone and goes first: a child may
+		 * hold the container our deferred items live in. The
+		 * component is gone once its children are (it is visited
+		 * again when they are) and no item is left. */
+		if ((rc = existence_diff(txn, c, true)))
+			return rc;
+		if ((rc = collect_tombs(txn, c)))
+			return rc;
+		if (c->ngc || c->ndeferred) {
+			if (any_action || c->token_was_set)
+				rc = header_put(txn, c, c->curr, false);
+			return rc;
+		}
+		if ((rc = forget_component(txn, c)))
+			return rc;
+		if (c->has_parent) {
+			uint8_t k[32];
+
+			memcpy(k, c->parent_cid.b, 16);
+			memcpy(k + 16, c->cid.b, 16);
+			if ((rc = tend_store_del(txn, TEND_T_TOMB, k, 32)) ||
+			    (rc = tend_store_del(txn, TEND_T_CEX, k, 32)))
+				return rc;
+		}
+		c->done = true;
+		return 0;
+	}
+	if (c->any_failed) {
+		if (!c->retry)
+			tend_comp_withhold_memos(c->parent);
+		if (any_action)
+			return header_put(txn, c, c->curr, false);
+		return 0;
+	}
+	if (c->nchildren || (c->stored_flags & HDR_HAS_CHILDREN)) {
+		if ((rc = existence_diff(txn, c, false)))
+			return rc;
+		if ((rc = collect_tombs(txn, c)))
+			return rc;
+	}
+	c->hdr_flags = (uint8_t)((c->hdr_flags & ~HDR_HAS_CHILDREN) |
+	    (c->nchildren || c->ngc ? HDR_HAS_CHILDREN : 0));
+	if (any_action || c->hdr_flags != c->stored_flags ||
+	    (c->token_was_set && !any_action)) {
+		if ((rc = header_put(txn, c, any_action ? c->curr : c->curr,
+			 false)))
+			return rc;
+	}
+	if (c->memoize && !c->child_failed && c->ndeferred == 0 &&
+	    !c->failed_before && (rc = put_memo(txn, c)))
+		return rc;
+	/* items left deferred: not memoised up the chain either (a retry
+	 * at the pass's end has outlived its parent, which saw this) */
+	if (c->ndeferred && !c->retry)
+		tend_comp_withhold_memos(c->parent);
+	c->done = true;
+	return 0;
+}
