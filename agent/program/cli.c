@@ -1,71 +1,31 @@
 /*
- * cli.c - the tend command line: sync, plan, ls, status, check, drop.
- * tend_main() is in libtend, so a program can embed the same CLI with
- * apps defined in code (tend/plugin.h).
- *
- * Exit codes: 0 success (plan: nothing pending; check: no drift); 1 some
- * components or actions failed, deletes were held, or drift was found;
- * 2 usage or config error (nothing applied); 3 plan: changes pending.
+ * cli.c - the tend command line: options, messages (a failure shared by
+ * many entries printed once), the event printer and progress, and
+ * tend_main(), which is in libtend, so a program can embed the same CLI
+ * with apps defined in code (tend/plugin.h). The commands are in
+ * cmd_sync.c, cmd_show.c and cmd_drop.c; exit codes in cli.h.
  */
 #define _GNU_SOURCE
+#include "cli.h"
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "app.h"
 #include "check.h"
-#include "inspect.h"
-#include "json.h"
-#include "store.h"
 #include "top.h"
 #include "watch.h"
-#include "tend/buf.h"
-#include "tend/plugin.h"
 #include "tend/status.h"
-
-#define EXIT_FAIL 1
-#define EXIT_USAGE 2
-#define EXIT_PENDING 3
-
-struct cli {
-	const char *cmd;
-	const char *dir, *conf;
-	bool json, quiet, full, allow_delete, help, daemon, tui;
-	int verbose;
-	int color; /* -1 auto, 0 never, 1 always */
-	char **apps;
-	size_t napps;
-	bool tty;
-	/* per app counters, fed by events */
-	uint64_t created, updated, deleted, failed, errors, invalidations;
-	uint64_t shown; /* progress */
-	const char *cur_app;
-	struct tend_buf json_items;
-	bool pending;
-	/* one failure shared by many entries (a git commit, a full disk)
-	 * is printed once, then counted */
-	char *last_err;
-	uint64_t same_err;
-	char *last_comp_err;
-	/* plan: what it found, over every app */
-	uint64_t plan_ops[3]; /* create, update, delete */
-	uint64_t plan_held, plan_failed, plan_strays;
-	bool destructive; /* plan: this app's target is rebuilt */
-};
 
 /* --json: every outcome is one JSON document on stdout, a failure too
  * ({"error": "...", "exit": N}, beside the message on stderr) */
 static bool json_mode;
-static bool doc_printed;  /* the command's own document is out */
+bool doc_printed;  /* the command's own document is out */
 static char *first_error; /* the message of the failure, for the JSON */
 
 static void
@@ -80,11 +40,9 @@ keep_error(const char *msg)
 	first_error = strndup(msg, n);
 }
 
-static void
-say_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* "tend: MESSAGE" on stderr, kept for the JSON error document */
-static void
+void
 say_error(const char *fmt, ...)
 {
 	struct tend_buf b = TEND_BUF_INIT;
@@ -111,7 +69,7 @@ json_error(int code)
 	doc_printed = true;
 }
 
-static void
+void
 flush_same_errors(struct cli *c)
 {
 	if (c->same_err)
@@ -287,10 +245,8 @@ help_config(struct cli *c)
 /* for an agent that starts again on a rebuilt connector plugin */
 static char **main_argv;
 
-static void
-die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-static void
+void
 die_usage(const char *fmt, ...)
 {
 	struct tend_buf b = TEND_BUF_INIT;
@@ -308,7 +264,7 @@ die_usage(const char *fmt, ...)
 	exit(EXIT_USAGE);
 }
 
-static bool
+bool
 use_color(const struct cli *c)
 {
 	if (c->color >= 0)
@@ -316,7 +272,7 @@ use_color(const struct cli *c)
 	return isatty(1) && !getenv("NO_COLOR");
 }
 
-static void
+void
 on_event(const struct tend_event *ev, void *arg)
 {
 	struct cli *c = arg;
@@ -439,7 +395,7 @@ on_event(const struct tend_event *ev, void *arg)
 	tend_buf_release(&path);
 }
 
-static void
+void
 progress(void *arg, const char *app, uint64_t scanned, uint64_t hashed)
 {
 	struct cli *c = arg;
@@ -451,7 +407,7 @@ progress(void *arg, const char *app, uint64_t scanned, uint64_t hashed)
 	fflush(stderr);
 }
 
-static double
+double
 now_s(void)
 {
 	struct timespec ts;
@@ -460,7 +416,7 @@ now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static bool
+bool
 selected(struct cli *c, const char *name)
 {
 	if (!c->napps)
@@ -475,7 +431,7 @@ selected(struct cli *c, const char *name)
  * Every APP on the command line is in tend.conf; `tracked_ok`: or is
  * still tracked from before (drop and ls take an app that left it).
  */
-static int
+int
 check_app_names(struct cli *c, struct tend_ws *ws, bool tracked_ok)
 {
 	char **tracked = NULL;
@@ -517,12 +473,8 @@ check_app_names(struct cli *c, struct tend_ws *ws, bool tracked_ok)
 	return rc;
 }
 
-struct last_pass {
-	struct tend_buf text;
-	const char *app;
-};
 
-static int
+int
 put_last(struct tend_txn *txn, void *arg)
 {
 	struct last_pass *lp = arg;
@@ -538,7 +490,7 @@ put_last(struct tend_txn *txn, void *arg)
  * applies changes itself; a second writer beside it would race it), and
  * serialised with any other writing tend by .tend/write.lock.
  */
-static int
+int
 writer_open(struct tend_ws *ws, const char *who)
 {
 	int pid = tend_ws_agent_pid(ws);
@@ -563,881 +515,6 @@ writer_open(struct tend_ws *ws, const char *who)
 	return 0;
 }
 
-/* plan, after each app: the deletes the brake holds (not actions: the
- * engine never plans them), and what failed */
-struct stray_ctx {
-	struct cli *c;
-	const char *app;
-	bool going; /* the sync this plan shows removes them */
-	struct tend_buf *out; /* check --json */
-	unsigned n;
-};
-
-static void
-plan_stray(const char *state_path, void *arg)
-{
-	struct stray_ctx *x = arg;
-	struct cli *c = x->c;
-	bool col = use_color(c);
-	struct tend_buf shown = TEND_BUF_INIT;
-	const char *path;
-
-	tend_state_display_path(&shown, state_path, false);
-	path = shown.ptr;
-
-	if (c->json) {
-		struct tend_buf *b = &c->json_items;
-
-		tend_buf_puts(b, b->len ? ",\n  {" : "\n  {");
-		tend_buf_puts(b, "\"op\": \"delete\", \"app\": ");
-		tend_buf_json(b, x->app);
-		tend_buf_puts(b, ", \"path\": ");
-		tend_buf_json(b, path);
-		/* a stray goes with this plan's sync, or with sync --full */
-		tend_buf_printf(b, ", \"invalidation\": null, \"stray\": true, "
-				   "\"needs_full\": %s}",
-		    x->going ? "false" : "true");
-	} else if (!c->quiet && x->going)
-		printf("%s-%s %s %s  (not declared: the target is exclusive)\n",
-		    col ? "\033[31m" : "", col ? "\033[0m" : "", x->app, path);
-	else if (!c->quiet)
-		printf("? %s %s  (not declared in an exclusive target: tend "
-		       "sync --full removes it)\n", x->app, path);
-	x->n++;
-	tend_buf_release(&shown);
-}
-
-static void
-plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
-    const struct tend_app_result *res, int rc)
-{
-	const char *app = a->name;
-	bool col = use_color(c);
-	struct stray_ctx x = {c, app, c->full || c->destructive, NULL, 0};
-	size_t n;
-
-	/* an exclusive target's undeclared files: the destructive switch
-	 * to exclusive, or sync --full, removes them */
-	if (rc == 0 && !tend_app_strays(ws, a, false, plan_stray, &x, &n) &&
-	    n) {
-		c->pending = true;
-		if (x.going)
-			c->plan_ops[2] += n;
-		else
-			c->plan_strays += n;
-	}
-	c->destructive = false;
-
-	for (size_t i = 0; i < res->nheld; i++) {
-		if (c->json) {
-			struct tend_buf *b = &c->json_items;
-
-			tend_buf_puts(b, b->len ? ",\n  {" : "\n  {");
-			tend_buf_printf(b, "\"op\": \"%s\", \"app\": ",
-			    res->held_update ? "update" : "delete");
-			tend_buf_json(b, app);
-			tend_buf_puts(b, ", \"path\": ");
-			tend_buf_json(b, res->held[i]);
-			tend_buf_puts(b, ", \"invalidation\": null, "
-					 "\"held\": true}");
-		} else if (c->quiet)
-			continue;
-		else if (res->held_update)
-			printf("%s~%s %s %s  (held by the delete brake: %llu "
-			       "sources vanished)\n",
-			    col ? "\033[33m" : "", col ? "\033[0m" : "", app,
-			    res->held[i], (unsigned long long)res->held_deletes);
-		else
-			printf("%s-%s %s %s  (held by the delete brake)\n",
-			    col ? "\033[31m" : "", col ? "\033[0m" : "", app,
-			    res->held[i]);
-	}
-	c->plan_held += res->nheld;
-	if (res->held_deletes)
-		c->pending = true;
-	if (rc && (res->error || c->failed || c->errors))
-		c->plan_failed += res->error ? 1 : c->failed + c->errors;
-}
-
-/* plan's last line: a promise, so only what was looked at */
-static void
-plan_summary(struct cli *c)
-{
-	const uint64_t *n = c->plan_ops;
-
-	if (!c->pending && !c->plan_failed) {
-		printf("No changes: every declaration is applied as "
-		       "recorded (tend check reads the targets for drift).\n");
-		return;
-	}
-	printf("Plan: %llu to create, %llu to update, %llu to delete",
-	    (unsigned long long)n[0], (unsigned long long)n[1],
-	    (unsigned long long)n[2]);
-	if (c->plan_held)
-		printf(", %llu held by the delete brake (tend sync "
-		       "--allow-delete applies them)",
-		    (unsigned long long)c->plan_held);
-	if (c->plan_strays)
-		printf(", %llu undeclared in exclusive targets (tend sync "
-		       "--full removes them)",
-		    (unsigned long long)c->plan_strays);
-	if (c->plan_failed)
-		printf("; %llu failed, nothing planned for %s", (unsigned long
-			long)c->plan_failed,
-		    c->plan_failed == 1 ? "it" : "them");
-	printf(".\n");
-}
-
-/* One app's pass in sync --json: {"app", "status", "result": {...}} */
-static void
-put_app_pass(struct tend_buf *b, size_t k, const char *app,
-    const struct tend_pass *p)
-{
-	tend_buf_puts(b, k ? ",\n  {\"app\": " : "\n  {\"app\": ");
-	tend_buf_json(b, app);
-	tend_buf_printf(b, ", \"status\": %d, \"result\": {", p->status);
-	tend_pass_json(b, p);
-	tend_buf_puts(b, "}}");
-}
-
-static void
-put_doc(struct tend_buf *b)
-{
-	fputs(b->ptr, stdout);
-	doc_printed = true;
-}
-
-struct agent_pass {
-	char *app;
-	struct tend_json *j;
-};
-
-/*
- * tend sync beside a running agent: the agent runs the passes and this
- * reports them as its own would be (the same lines, the same JSON).
- * Returns -1 when no agent answered, else the exit status.
- */
-static int
-sync_by_agent(struct cli *c, struct tend_ws *ws)
-{
-	struct tend_buf reply = TEND_BUF_INIT, out = TEND_BUF_INIT;
-	struct agent_pass *v = NULL;
-	size_t n = 0;
-	int status = 0;
-
-	if (tend_agent_request(ws->state_dir, "sync", &reply, true) != 0) {
-		tend_buf_release(&reply);
-		return -1;
-	}
-	/* a pass_finished line per pass; an app's last one is the sync's */
-	for (char *line = reply.ptr; *line;) {
-		char *nl = strchr(line, '\n');
-		size_t len = nl ? (size_t)(nl - line) : strlen(line);
-		struct tend_json *j = tend_json_parse(line, len, NULL, 0);
-		const char *app = tend_json_str(j, "app", NULL);
-		size_t k;
-
-		line += len + (nl != NULL);
-		if (!app) {
-			tend_json_free(j);
-			continue;
-		}
-		for (k = 0; k < n && strcmp(v[k].app, app) != 0; k++)
-			;
-		if (k == n) {
-			v = tend_xrealloc(v, (n + 1) * sizeof *v);
-			v[n++] = (struct agent_pass){tend_xstrdup(app), NULL};
-		}
-		tend_json_free(v[k].j);
-		v[k].j = j;
-	}
-	tend_buf_release(&reply);
-	int pid = tend_ws_agent_pid(ws);
-	if (c->json)
-		tend_buf_puts(&out, "{\"agent\": true, \"apps\": [");
-	else if (!c->quiet) {
-		if (pid > 0)
-			printf("applied by the running agent (pid %d):\n", pid);
-		else
-			printf("applied by the running agent:\n");
-	}
-	for (size_t k = 0; k < n; k++) {
-		struct tend_pass p;
-		size_t al = strlen(v[k].app);
-
-		tend_pass_from_json(&p, v[k].j);
-		if (p.status)
-			status = EXIT_FAIL;
-		if (p.error) /* (its messages name the app, or not) */
-			fprintf(stderr, "tend: %s%s%s\n",
-			    strncmp(p.error, v[k].app, al) == 0 &&
-				p.error[al] == ':' ? "" : v[k].app,
-			    strncmp(p.error, v[k].app, al) == 0 &&
-				p.error[al] == ':' ? "" : ": ",
-			    p.error);
-		if (c->json)
-			put_app_pass(&out, k, v[k].app, &p);
-		else if (!c->quiet) {
-			struct tend_buf t = TEND_BUF_INIT;
-
-			tend_pass_text(&t, &p);
-			printf("%s: %s\n", v[k].app, t.ptr);
-			tend_buf_release(&t);
-		}
-	}
-	if (c->json) {
-		tend_buf_puts(&out, n ? "\n]}\n" : "]}\n");
-		put_doc(&out);
-	}
-	for (size_t k = 0; k < n; k++) {
-		free(v[k].app);
-		tend_json_free(v[k].j);
-	}
-	free(v);
-	tend_buf_release(&out);
-	return status;
-}
-
-static int
-cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
-{
-	struct tend_buf out = TEND_BUF_INIT;
-	int status = 0, rc;
-	size_t shown = 0;
-
-	if ((rc = check_app_names(c, ws, false)))
-		return rc;
-	if (!preview && !c->full && !c->napps && !c->allow_delete) {
-		/* an agent runs: it does the pass, we report it */
-		if ((rc = sync_by_agent(c, ws)) >= 0)
-			return rc;
-	}
-	if (!preview && (rc = writer_open(ws, "tend sync")))
-		return rc;
-	if (preview && (rc = tend_ws_open(ws))) {
-		say_error("%s", tend_error_last());
-		return EXIT_FAIL;
-	}
-	tend_engine_subscribe(ws->eng, ~0u, on_event, c);
-	if (c->json)
-		tend_buf_puts(&out, preview ? "{\"actions\": ["
-					    : "{\"agent\": false, \"apps\": [");
-	for (size_t i = 0; i < ws->cfg.napps; i++) {
-		struct tend_app_config *app = &ws->cfg.apps[i];
-		struct tend_app_result res;
-		struct tend_sync_opts o = {
-			.full = c->full,
-			.preview = preview,
-			.allow_delete = c->allow_delete,
-			.progress = progress,
-			.arg = c,
-		};
-		double t0 = now_s();
-
-		if (!selected(c, app->name))
-			continue;
-		c->created = c->updated = c->deleted = c->failed = 0;
-		c->errors = c->invalidations = c->shown = 0;
-		c->cur_app = app->name;
-		rc = tend_app_sync(ws, app, &o, &res);
-		flush_same_errors(c);
-		double dt = now_s() - t0;
-		if (c->tty)
-			fputs("\r\033[K", stderr);
-		c->deleted += res.strays;
-		if (preview)
-			plan_app(c, ws, app, &res, rc);
-		/* an error of the app itself (the entries' failures have
-		 * been said, and are counted) */
-		bool app_error = rc && (res.error || res.held_deletes ||
-					   (!c->failed && !c->errors));
-		if (rc)
-			status = EXIT_FAIL;
-		if (app_error)
-			fprintf(stderr, "tend: %s\n", tend_error_last());
-		if (!preview) {
-			struct last_pass lp = {TEND_BUF_INIT, app->name};
-			struct tend_pass p = {.time = (long long)time(NULL),
-			    .ms = (uint64_t)(dt * 1000 + 0.5),
-			    .status = rc ? 1 : 0, .created = c->created,
-			    .updated = c->updated, .deleted = c->deleted,
-			    .failed = c->failed, .errors = c->errors,
-			    .held_deletes = res.held_deletes,
-			    .files = res.files, .read = res.hashed,
-			    .links_skipped = res.links_skipped,
-			    .error = app_error ? tend_error_last() : NULL};
-
-			tend_buf_putc(&lp.text, '{');
-			tend_pass_json(&lp.text, &p);
-			tend_buf_putc(&lp.text, '}');
-			tend_store_write_settle(tend_engine_store(ws->eng), put_last,
-			    &lp);
-			if (c->json)
-				put_app_pass(&out, shown, app->name, &p);
-			else if (!c->quiet) {
-				struct tend_buf t = TEND_BUF_INIT;
-
-				tend_pass_text(&t, &p);
-				printf("%s: %s\n", app->name, t.ptr);
-				tend_buf_release(&t);
-			}
-			tend_buf_release(&lp.text);
-		}
-		shown++;
-		tend_app_result_finish(&res);
-	}
-	if (preview) {
-		if (c->json) {
-			tend_buf_puts(&out, c->json_items.ptr);
-			tend_buf_printf(&out, "%s], \"pending\": %s, "
-					      "\"create\": %llu, \"update\": %llu, "
-					      "\"delete\": %llu, \"held\": %llu, "
-					      "\"failed\": %llu}\n",
-			    c->json_items.len ? "\n" : "",
-			    c->pending ? "true" : "false",
-			    (unsigned long long)c->plan_ops[0],
-			    (unsigned long long)c->plan_ops[1],
-			    (unsigned long long)c->plan_ops[2],
-			    (unsigned long long)c->plan_held,
-			    (unsigned long long)c->plan_failed);
-		} else if (!c->quiet)
-			plan_summary(c);
-		if (status == 0 && c->pending)
-			status = EXIT_PENDING;
-	} else if (c->json)
-		tend_buf_puts(&out, shown ? "\n]}\n" : "]}\n");
-	if (c->json)
-		put_doc(&out);
-	tend_buf_release(&out);
-	return status;
-}
-
-/* Text for a terminal: control characters and bytes that are not UTF-8
- * as plan escapes them, \t \n \xNN (an owner's component path, a drift
- * message: text to read, not names to parse) */
-static void
-put_readable(struct tend_buf *b, const char *s)
-{
-	size_t n = strlen(s);
-
-	for (size_t i = 0; i < n;) {
-		unsigned char ch = (unsigned char)s[i];
-		size_t l = tend_utf8_len(s + i, n - i);
-
-		if (ch == '\n' || ch == '\t') {
-			tend_buf_puts(b, ch == '\n' ? "\\n" : "\\t");
-			i++;
-		} else if (ch < 0x20 || ch == 0x7f || l == 0) {
-			tend_buf_printf(b, "\\x%02x", ch);
-			i++;
-		} else {
-			tend_buf_put(b, s + i, l);
-			i += l;
-		}
-	}
-}
-
-struct ls_row {
-	char *path;  /* as plan spells it */
-	char *line;  /* what is printed: text, or a JSON object */
-};
-
-struct ls_ctx {
-	struct cli *c;
-	struct ls_row *v;
-	size_t n;
-};
-
-static void
-on_state(const struct tend_state_info *si, void *arg)
-{
-	struct ls_ctx *l = arg;
-	struct tend_buf rec = TEND_BUF_INIT, path = TEND_BUF_INIT;
-	struct tend_buf line = TEND_BUF_INIT;
-
-	if (si->record)
-		tend_buf_puthex(&rec, si->record,
-		    si->len > 17 ? 17 : si->len);
-	tend_state_display_path(&path, si->path, si->container);
-	if (l->c->json) {
-		tend_buf_puts(&line, "{\"path\": ");
-		tend_buf_json(&line, path.ptr);
-		if (strchr(path.ptr, '\\'))
-			tend_buf_puts(&line, ", \"path_escaped\": true");
-		tend_buf_puts(&line, ", \"owner\": ");
-		tend_buf_json(&line, si->component);
-		tend_buf_printf(&line, ", \"record\": \"%s\", \"container\": "
-				       "%s, \"pending\": %s",
-		    rec.ptr, si->container ? "true" : "false",
-		    si->pending ? "true" : "false");
-		if (si->drift) {
-			tend_buf_puts(&line, ", \"drift\": ");
-			tend_buf_json(&line, si->drift);
-		}
-		tend_buf_putc(&line, '}');
-	} else if (si->drift) {
-		tend_buf_printf(&line, "drift %s: ", path.ptr);
-		put_readable(&line, si->drift);
-		tend_buf_putc(&line, '\n');
-	} else {
-		tend_buf_printf(&line, "%s  %s  ", path.ptr,
-		    si->record ? rec.ptr : "-");
-		put_readable(&line, si->component);
-		tend_buf_puts(&line, si->pending ? "  (pending)\n" : "\n");
-	}
-	l->v = tend_xrealloc(l->v, (l->n + 1) * sizeof *l->v);
-	l->v[l->n].path = tend_buf_detach(&path, NULL);
-	l->v[l->n++].line = tend_buf_detach(&line, NULL);
-	tend_buf_release(&rec);
-}
-
-static void
-check_stray(const char *path, void *arg)
-{
-	struct tend_state_info si = {.component = "", .path = path,
-	    .drift = "not declared: the target is exclusive (tend sync --full "
-		     "removes it)"};
-
-	on_state(&si, arg);
-}
-
-static int
-cmp_row(const void *x, const void *y)
-{
-	return strcmp(((const struct ls_row *)x)->path,
-	    ((const struct ls_row *)y)->path);
-}
-
-static int
-cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
-{
-	struct tend_buf out = TEND_BUF_INIT;
-	struct ls_ctx l = {c, NULL, 0};
-	unsigned drift = 0;
-	size_t shown = 0;
-	int rc;
-
-	if (c->napps > 1)
-		die_usage("%s takes at most one app", c->cmd);
-	if ((rc = check_app_names(c, ws, !check)))
-		return rc;
-	/* a running agent commits what it settled before we read it */
-	tend_agent_settle(ws->state_dir);
-	if ((rc = tend_ws_open(ws))) {
-		say_error("%s", tend_error_last());
-		return EXIT_FAIL;
-	}
-	if (c->json)
-		tend_buf_puts(&out, check ? "{\"drift\": [" : "{\"states\": [");
-	for (size_t i = 0; i < ws->cfg.napps || (c->napps && i == 0); i++) {
-		const char *name = c->napps ? c->apps[0] : ws->cfg.apps[i].name;
-		unsigned d = 0;
-
-		l.n = 0;
-		if (check)
-			rc = tend_engine_check(ws->eng, name, on_state, &l, &d);
-		else
-			rc = tend_engine_list(ws->eng, name, on_state, &l);
-		/* an exclusive target holds only what is declared */
-		struct tend_app_config *a = check && !rc ? tend_ws_app(ws, name)
-							: NULL;
-		size_t ns;
-		if (a && tend_app_strays(ws, a, false, check_stray, &l, &ns) == 0)
-			d += (unsigned)ns;
-		/* each app's states in the order of their paths */
-		if (l.n > 1)
-			qsort(l.v, l.n, sizeof *l.v, cmp_row);
-		for (size_t k = 0; k < l.n; k++) {
-			if (!rc && c->json) {
-				tend_buf_puts(&out, shown++ ? ",\n  " : "\n  ");
-				tend_buf_puts(&out, l.v[k].line);
-			} else if (!rc)
-				fputs(l.v[k].line, stdout);
-			free(l.v[k].path);
-			free(l.v[k].line);
-		}
-		if (rc) {
-			say_error("%s", tend_error_last());
-			free(l.v);
-			tend_buf_release(&out);
-			return EXIT_FAIL;
-		}
-		drift += d;
-		if (c->napps)
-			break;
-	}
-	free(l.v);
-	if (c->json) {
-		tend_buf_printf(&out, "%s]}\n", shown ? "\n" : "");
-		put_doc(&out);
-	} else if (check && !c->quiet)
-		printf(drift ? "%u target state(s) drifted: tend sync --full "
-			       "repairs them\n"
-			     : "no drift\n",
-		    drift);
-	tend_buf_release(&out);
-	return check && drift ? EXIT_FAIL : 0;
-}
-
-struct count_ctx {
-	unsigned states, pending, containers;
-};
-
-static void
-on_count(const struct tend_state_info *si, void *arg)
-{
-	struct count_ctx *cc = arg;
-
-	cc->states++;
-	cc->pending += si->pending;
-	cc->containers += si->container;
-}
-
-/* "12:03:04, 5 s ago" (with the date when it is not today's) */
-static void
-put_when(struct tend_buf *b, long long t)
-{
-	time_t now = time(NULL), tt = (time_t)t;
-	long long age = (long long)now - t;
-	struct tm tm, today;
-	char s[32];
-
-	localtime_r(&tt, &tm);
-	localtime_r(&now, &today);
-	strftime(s, sizeof s,
-	    tm.tm_year == today.tm_year && tm.tm_yday == today.tm_yday
-		? "%H:%M:%S" : "%Y-%m-%d %H:%M:%S", &tm);
-	tend_buf_printf(b, "%s, ", s);
-	if (age < 0)
-		tend_buf_puts(b, "in the future (is the clock right?)");
-	else if (age < 60)
-		tend_buf_printf(b, "%lld s ago", age);
-	else if (age < 3600)
-		tend_buf_printf(b, "%lld min ago", age / 60);
-	else if (age < 2 * 86400)
-		tend_buf_printf(b, "%lld h %lld min ago", age / 3600,
-		    age % 3600 / 60);
-	else
-		tend_buf_printf(b, "%lld days ago", age / 86400);
-}
-
-/* The agent's entry for `name` in its status answer, or NULL */
-static const struct tend_json *
-agent_app(const struct tend_json *agent, const char *name)
-{
-	const struct tend_json *apps = tend_json_get(agent, "apps");
-
-	for (const struct tend_json *a = apps ? apps->child : NULL; a;
-	     a = a->next)
-		if (strcmp(tend_json_str(a, "name", ""), name) == 0)
-			return a;
-	return NULL;
-}
-
-/*
- * tend status: the agent, then each app, in tend.conf's order and then
- * those tracked from before. Text says it with local times and ages; the
- * JSON has the same facts under the same names as sync's.
- */
-static int
-cmd_status(struct cli *c, struct tend_ws *ws)
-{
-	char **tracked = NULL;
-	size_t ntracked = 0, shown = 0;
-	struct tend_buf out = TEND_BUF_INIT, reply = TEND_BUF_INIT;
-	struct tend_txn *txn = NULL;
-	struct tend_json *agent = NULL;
-	int rc;
-
-	if (tend_agent_request(ws->state_dir, "status", &reply, false) == 0)
-		agent = tend_json_parse(reply.ptr, reply.len, NULL, 0);
-	tend_buf_release(&reply);
-	if ((rc = tend_ws_open(ws)) ||
-	    (rc = tend_ws_tracked_apps(ws, &tracked, &ntracked))) {
-		say_error("%s", tend_error_last());
-		tend_json_free(agent);
-		return EXIT_FAIL;
-	}
-	if (c->json) {
-		tend_buf_printf(&out, "{\"workspace\": ");
-		tend_buf_json(&out, ws->root);
-		tend_buf_puts(&out, ", \"agent\": ");
-		if (agent) {
-			/* its status answer, but for "event", and its apps
-			 * are under "apps" below */
-			tend_buf_putc(&out, '{');
-			for (const struct tend_json *m = agent->child; m;
-			     m = m->next) {
-				if (strcmp(m->key, "event") == 0 ||
-				    strcmp(m->key, "apps") == 0)
-					continue;
-				tend_buf_puts(&out, out.ptr[out.len - 1] == '{'
-						  ? "" : ", ");
-				tend_buf_json(&out, m->key);
-				tend_buf_puts(&out, ": ");
-				tend_json_write(&out, m);
-			}
-			tend_buf_putc(&out, '}');
-		} else
-			tend_buf_puts(&out, "null");
-		tend_buf_puts(&out, ", \"apps\": [");
-	} else if (!c->quiet) {
-		printf("workspace %s (state %s)\n", ws->root, ws->cfg.state);
-		if (agent) {
-			struct tend_buf t = TEND_BUF_INIT;
-			long long started = tend_json_int(agent, "started", 0,
-			    TEND_JSON_INT_MAX, 0);
-
-			if (started)
-				put_when(&t, started);
-			else
-				tend_buf_puts(&t, "?");
-			printf("agent: pid %lld, %s, started %s; %lld passes, "
-			       "%lld watches, %lld overflows, %lld queued, "
-			       "%lld applied\n",
-			    tend_json_int(agent, "pid", 0, INT32_MAX, 0),
-			    tend_json_str(agent, "state", "?"), t.ptr,
-			    tend_json_int(agent, "passes", 0, TEND_JSON_INT_MAX, 0),
-			    tend_json_int(agent, "watches", 0, TEND_JSON_INT_MAX, 0),
-			    tend_json_int(agent, "overflows", 0, TEND_JSON_INT_MAX, 0),
-			    tend_json_int(agent, "queue", 0, TEND_JSON_INT_MAX, 0),
-			    tend_json_int(agent, "applied", 0, TEND_JSON_INT_MAX, 0));
-			tend_buf_release(&t);
-		} else
-			printf("agent: not running\n");
-		if (!ws->cfg.napps)
-			printf("%s defines no apps: add an [app \"NAME\"] "
-			       "section with a source and a target (see "
-			       "tend(1))\n", ws->conf_path);
-	}
-	tend_store_read_begin(tend_engine_store(ws->eng), &txn);
-	size_t nall = ws->cfg.napps + ntracked;
-	for (size_t i = 0; i < nall; i++) {
-		const char *name = i < ws->cfg.napps ? ws->cfg.apps[i].name
-						     : tracked[i - ws->cfg.napps];
-		bool in_conf = tend_ws_app(ws, name) != NULL;
-		struct count_ctx cc = {0};
-		struct tend_bytes stored = {NULL, 0};
-		const struct tend_json *aa = agent ? agent_app(agent, name) : NULL;
-		const struct tend_json *al = tend_json_get(aa, "last");
-		struct tend_json *sl = NULL;
-		const struct tend_json *last = NULL;
-		char key[300];
-
-		if (i >= ws->cfg.napps && in_conf)
-			continue;
-		tend_engine_list(ws->eng, name, on_count, &cc);
-		snprintf(key, sizeof key, "last/%s", name);
-		if (tend_store_get(txn, TEND_T_META, key, strlen(key),
-			&stored) == 0)
-			sl = tend_json_parse((const char *)stored.data,
-			    stored.len, NULL, 0);
-		/* the agent's pass, if it made one since it started; else
-		 * the one kept in the store */
-		last = al && al->type == TEND_JSON_OBJ ? al : sl;
-		long long queued = tend_json_int(aa, "queued", 0,
-		    TEND_JSON_INT_MAX, 0);
-		long long held = tend_json_int(aa, "held", 0,
-		    TEND_JSON_INT_MAX, 0);
-		if (c->json) {
-			tend_buf_puts(&out, shown++ ? ",\n  {" : "\n  {");
-			tend_buf_puts(&out, "\"app\": ");
-			tend_buf_json(&out, name);
-			tend_buf_printf(&out,
-			    ", \"configured\": %s, \"states\": %u, "
-			    "\"pending\": %u",
-			    in_conf ? "true" : "false", cc.states, cc.pending);
-			if (aa)
-				tend_buf_printf(&out, ", \"queued\": %lld, "
-						      "\"held_deletes\": %lld",
-				    queued, held);
-			tend_buf_puts(&out, ", \"last\": ");
-			if (last) {
-				struct tend_pass p;
-
-				tend_pass_from_json(&p, last);
-				tend_buf_putc(&out, '{');
-				tend_pass_json(&out, &p);
-				tend_buf_printf(&out, ", \"by\": \"%s\"}",
-				    last == al ? "agent" : "store");
-			} else
-				tend_buf_puts(&out, "null");
-			tend_buf_putc(&out, '}');
-		} else if (!c->quiet) {
-			struct tend_buf t = TEND_BUF_INIT;
-
-			tend_buf_puts(&t, name);
-			if (!in_conf)
-				tend_buf_printf(&t, " (not in tend.conf: tend "
-						    "drop %s removes it)", name);
-			tend_buf_printf(&t, ": %u target states, %u unsettled",
-			    cc.states, cc.pending);
-			if (queued)
-				tend_buf_printf(&t, ", %lld queued", queued);
-			if (held)
-				tend_buf_printf(&t, ", %lld delete%s held", held,
-				    held == 1 ? "" : "s");
-			if (last) {
-				struct tend_pass p;
-
-				tend_pass_from_json(&p, last);
-				tend_buf_puts(&t, "; last pass ");
-				if (p.time)
-					put_when(&t, p.time);
-				tend_buf_puts(&t, ": ");
-				tend_pass_text(&t, &p);
-				if (p.error) {
-					tend_buf_puts(&t, "\n  error: ");
-					put_readable(&t, p.error);
-				}
-			} else
-				tend_buf_puts(&t, "; never synced");
-			printf("%s\n", t.ptr);
-			tend_buf_release(&t);
-		}
-		tend_json_free(sl);
-	}
-	tend_store_read_end(txn);
-	if (c->json) {
-		tend_buf_puts(&out, shown ? "\n]}\n" : "]}\n");
-		put_doc(&out);
-	}
-	for (size_t i = 0; i < ntracked; i++)
-		free(tracked[i]);
-	free(tracked);
-	tend_json_free(agent);
-	tend_buf_release(&out);
-	return 0;
-}
-
-struct forget {
-	const char *app;
-};
-
-static int
-forget_body(struct tend_txn *txn, void *arg)
-{
-	struct forget *f = arg;
-	struct tend_buf p = TEND_BUF_INIT;
-	char key[300];
-	int rc;
-
-	tend_buf_puts(&p, f->app);
-	tend_buf_putc(&p, 0);
-	rc = tend_store_del_prefix(txn, TEND_T_SIG, p.ptr, p.len);
-	tend_buf_release(&p);
-	snprintf(key, sizeof key, "last/%s", f->app);
-	if (rc == 0)
-		rc = tend_store_del(txn, TEND_T_META, key, strlen(key));
-	return rc;
-}
-
-/* A tracked state of a target type no loaded connector provides (its
- * [plugin] left tend.conf): a drop could only forget it, not delete it */
-struct unknown_root {
-	struct tend_engine *eng;
-	char *path;
-};
-
-static void
-find_unknown_root(const struct tend_state_info *si, void *arg)
-{
-	struct unknown_root *u = arg;
-	const char *p = si->path;
-
-	if (u->path || strncmp(p, "/@", 2) != 0)
-		return;
-	/* the root's name is some '/'-prefix of what follows "/@" */
-	for (const char *q = p + 2; *q; q++) {
-		if (*q != '/')
-			continue;
-		char *name = strndup(p + 2, (size_t)(q - (p + 2)));
-		bool known = name && tend_engine_root(u->eng, name);
-
-		free(name);
-		if (known)
-			return;
-	}
-	if (tend_engine_root(u->eng, p + 2))
-		return;
-	u->path = tend_xstrdup(p + 1);
-}
-
-static int
-cmd_drop(struct cli *c, struct tend_ws *ws)
-{
-	struct tend_buf out = TEND_BUF_INIT;
-	int status = 0, rc;
-
-	if (!c->napps)
-		die_usage("drop needs the name of an app");
-	if ((rc = check_app_names(c, ws, true)))
-		return rc;
-	if ((rc = writer_open(ws, "tend drop")))
-		return rc;
-	tend_engine_subscribe(ws->eng, ~0u, on_event, c);
-	if (c->json)
-		tend_buf_puts(&out, "{\"apps\": [");
-	for (size_t i = 0; i < c->napps; i++) {
-		struct tend_stats st;
-		struct forget f = {c->apps[i]};
-
-		c->deleted = c->failed = 0;
-		c->cur_app = c->apps[i];
-		struct unknown_root u = {ws->eng, NULL};
-		tend_engine_list(ws->eng, c->apps[i], find_unknown_root, &u);
-		if (u.path) {
-			rc = tend_error_set(TEND_EINVALID, "%s is a target of a "
-			    "type no loaded plugin provides (is its [plugin] "
-			    "section gone from tend.conf?): nothing dropped; put "
-			    "the section back", u.path);
-			free(u.path);
-		} else
-			/* the app's source rows go first: a drop killed
-			 * halfway leaves nothing that lets the next sync skip
-			 * a source (its entries may be half deleted) */
-			rc = tend_store_write(tend_engine_store(ws->eng),
-			    forget_body, &f);
-		if (rc == 0)
-			rc = tend_engine_drop(ws->eng, c->apps[i], &st);
-		flush_same_errors(c);
-		if (rc == 0)
-			rc = tend_store_write(tend_engine_store(ws->eng),
-			    forget_body, &f);
-		if (rc == TEND_EINVALID) {
-			fprintf(stderr, "tend: drop %s: %s\n", c->apps[i],
-			    tend_error_last());
-			status = EXIT_FAIL;
-		} else if (rc) {
-			fprintf(stderr, "tend: drop %s: %s (what could not be "
-					"reverted is still tracked; run drop "
-					"again)\n",
-			    c->apps[i], tend_error_last());
-			status = EXIT_FAIL;
-		} else if (!c->quiet && !c->json)
-			printf("%s: dropped, %llu target states reverted\n",
-			    c->apps[i], (unsigned long long)c->deleted);
-		if (c->json) {
-			tend_buf_puts(&out, i ? ",\n  {\"app\": " : "\n  {\"app\": ");
-			tend_buf_json(&out, c->apps[i]);
-			tend_buf_printf(&out, ", \"status\": %d, \"deleted\": %llu, "
-					      "\"failed\": %llu",
-			    rc ? 1 : 0, (unsigned long long)c->deleted,
-			    (unsigned long long)c->failed);
-			if (rc) {
-				tend_buf_puts(&out, ", \"error\": ");
-				tend_buf_json(&out, tend_error_last());
-			}
-			tend_buf_putc(&out, '}');
-		}
-	}
-	if (c->json) {
-		tend_buf_puts(&out, "\n]}\n");
-		put_doc(&out);
-	}
-	tend_buf_release(&out);
-	return status;
-}
 
 struct agent_thread {
 	struct tend_ws *ws;

@@ -1,0 +1,92 @@
+/*
+ * cli.h - what the files of the command line share (cli.c: options,
+ * messages, the event printer, tend_main; cmd_sync.c: sync and plan;
+ * cmd_show.c: ls, check and status; cmd_drop.c: drop). Internal to the
+ * program: nothing here is exported from libtend (TEND_HIDDEN).
+ *
+ * Exit codes: 0 success (plan: nothing pending; check: no drift); 1 some
+ * components or actions failed, deletes were held, or drift was found;
+ * 2 usage or config error (nothing applied); 3 plan: changes pending.
+ */
+#ifndef TEND_CLI_H
+#define TEND_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "app.h"
+#include "store.h"
+#include "tend/buf.h"
+#include "tend/events.h"
+
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+#define EXIT_PENDING 3
+
+#ifndef TEND_HIDDEN
+#define TEND_HIDDEN __attribute__((visibility("hidden")))
+#endif
+
+struct cli {
+	const char *cmd;
+	const char *dir, *conf;
+	bool json, quiet, full, allow_delete, help, daemon, tui;
+	int verbose;
+	int color; /* -1 auto, 0 never, 1 always */
+	char **apps;
+	size_t napps;
+	bool tty;
+	/* per app counters, fed by events */
+	uint64_t created, updated, deleted, failed, errors, invalidations;
+	uint64_t shown; /* progress */
+	const char *cur_app;
+	struct tend_buf json_items;
+	bool pending;
+	/* one failure shared by many entries (a git commit, a full disk)
+	 * is printed once, then counted */
+	char *last_err;
+	uint64_t same_err;
+	char *last_comp_err;
+	/* plan: what it found, over every app */
+	uint64_t plan_ops[3]; /* create, update, delete */
+	uint64_t plan_held, plan_failed, plan_strays;
+	bool destructive; /* plan: this app's target is rebuilt */
+};
+
+struct last_pass {
+	struct tend_buf text;
+	const char *app;
+};
+
+extern TEND_HIDDEN bool doc_printed; /* the command's own document is out */
+
+
+/* cli.c */
+TEND_HIDDEN void say_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+TEND_HIDDEN void flush_same_errors(struct cli *c);
+TEND_HIDDEN void die_usage(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+TEND_HIDDEN bool use_color(const struct cli *c);
+TEND_HIDDEN void on_event(const struct tend_event *ev, void *arg);
+TEND_HIDDEN void progress(void *arg, const char *app, uint64_t scanned,
+    uint64_t hashed);
+TEND_HIDDEN double now_s(void);
+TEND_HIDDEN bool selected(struct cli *c, const char *name);
+TEND_HIDDEN int check_app_names(struct cli *c, struct tend_ws *ws,
+    bool tracked_ok);
+TEND_HIDDEN int put_last(struct tend_txn *txn, void *arg);
+TEND_HIDDEN int writer_open(struct tend_ws *ws, const char *who);
+
+/* cmd_sync.c */
+TEND_HIDDEN void put_doc(struct tend_buf *b);
+TEND_HIDDEN int cmd_sync(struct cli *c, struct tend_ws *ws, bool preview);
+
+/* cmd_show.c */
+TEND_HIDDEN int cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check);
+TEND_HIDDEN int cmd_status(struct cli *c, struct tend_ws *ws);
+
+/* cmd_drop.c */
+TEND_HIDDEN int cmd_drop(struct cli *c, struct tend_ws *ws);
+
+#endif

@@ -1,0 +1,415 @@
+/*
+ * cmd_show.c - tend ls, tend check and tend status: what the store
+ * tracks, the targets compared with it (drift, strays), and each app's
+ * counts and last pass, with the agent's view when one runs.
+ */
+#define _GNU_SOURCE
+#include "cli.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "inspect.h"
+#include "json.h"
+#include "watch.h"
+#include "tend/status.h"
+
+/* Text for a terminal: control characters and bytes that are not UTF-8
+ * as plan escapes them, \t \n \xNN (an owner's component path, a drift
+ * message: text to read, not names to parse) */
+static void
+put_readable(struct tend_buf *b, const char *s)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < n;) {
+		unsigned char ch = (unsigned char)s[i];
+		size_t l = tend_utf8_len(s + i, n - i);
+
+		if (ch == '\n' || ch == '\t') {
+			tend_buf_puts(b, ch == '\n' ? "\\n" : "\\t");
+			i++;
+		} else if (ch < 0x20 || ch == 0x7f || l == 0) {
+			tend_buf_printf(b, "\\x%02x", ch);
+			i++;
+		} else {
+			tend_buf_put(b, s + i, l);
+			i += l;
+		}
+	}
+}
+
+struct ls_row {
+	char *path;  /* as plan spells it */
+	char *line;  /* what is printed: text, or a JSON object */
+};
+
+struct ls_ctx {
+	struct cli *c;
+	struct ls_row *v;
+	size_t n;
+};
+
+static void
+on_state(const struct tend_state_info *si, void *arg)
+{
+	struct ls_ctx *l = arg;
+	struct tend_buf rec = TEND_BUF_INIT, path = TEND_BUF_INIT;
+	struct tend_buf line = TEND_BUF_INIT;
+
+	if (si->record)
+		tend_buf_puthex(&rec, si->record,
+		    si->len > 17 ? 17 : si->len);
+	tend_state_display_path(&path, si->path, si->container);
+	if (l->c->json) {
+		tend_buf_puts(&line, "{\"path\": ");
+		tend_buf_json(&line, path.ptr);
+		if (strchr(path.ptr, '\\'))
+			tend_buf_puts(&line, ", \"path_escaped\": true");
+		tend_buf_puts(&line, ", \"owner\": ");
+		tend_buf_json(&line, si->component);
+		tend_buf_printf(&line, ", \"record\": \"%s\", \"container\": "
+				       "%s, \"pending\": %s",
+		    rec.ptr, si->container ? "true" : "false",
+		    si->pending ? "true" : "false");
+		if (si->drift) {
+			tend_buf_puts(&line, ", \"drift\": ");
+			tend_buf_json(&line, si->drift);
+		}
+		tend_buf_putc(&line, '}');
+	} else if (si->drift) {
+		tend_buf_printf(&line, "drift %s: ", path.ptr);
+		put_readable(&line, si->drift);
+		tend_buf_putc(&line, '\n');
+	} else {
+		tend_buf_printf(&line, "%s  %s  ", path.ptr,
+		    si->record ? rec.ptr : "-");
+		put_readable(&line, si->component);
+		tend_buf_puts(&line, si->pending ? "  (pending)\n" : "\n");
+	}
+	l->v = tend_xrealloc(l->v, (l->n + 1) * sizeof *l->v);
+	l->v[l->n].path = tend_buf_detach(&path, NULL);
+	l->v[l->n++].line = tend_buf_detach(&line, NULL);
+	tend_buf_release(&rec);
+}
+
+static void
+check_stray(const char *path, void *arg)
+{
+	struct tend_state_info si = {.component = "", .path = path,
+	    .drift = "not declared: the target is exclusive (tend sync --full "
+		     "removes it)"};
+
+	on_state(&si, arg);
+}
+
+static int
+cmp_row(const void *x, const void *y)
+{
+	return strcmp(((const struct ls_row *)x)->path,
+	    ((const struct ls_row *)y)->path);
+}
+
+int
+cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
+{
+	struct tend_buf out = TEND_BUF_INIT;
+	struct ls_ctx l = {c, NULL, 0};
+	unsigned drift = 0;
+	size_t shown = 0;
+	int rc;
+
+	if (c->napps > 1)
+		die_usage("%s takes at most one app", c->cmd);
+	if ((rc = check_app_names(c, ws, !check)))
+		return rc;
+	/* a running agent commits what it settled before we read it */
+	tend_agent_settle(ws->state_dir);
+	if ((rc = tend_ws_open(ws))) {
+		say_error("%s", tend_error_last());
+		return EXIT_FAIL;
+	}
+	if (c->json)
+		tend_buf_puts(&out, check ? "{\"drift\": [" : "{\"states\": [");
+	for (size_t i = 0; i < ws->cfg.napps || (c->napps && i == 0); i++) {
+		const char *name = c->napps ? c->apps[0] : ws->cfg.apps[i].name;
+		unsigned d = 0;
+
+		l.n = 0;
+		if (check)
+			rc = tend_engine_check(ws->eng, name, on_state, &l, &d);
+		else
+			rc = tend_engine_list(ws->eng, name, on_state, &l);
+		/* an exclusive target holds only what is declared */
+		struct tend_app_config *a = check && !rc ? tend_ws_app(ws, name)
+							: NULL;
+		size_t ns;
+		if (a && tend_app_strays(ws, a, false, check_stray, &l, &ns) == 0)
+			d += (unsigned)ns;
+		/* each app's states in the order of their paths */
+		if (l.n > 1)
+			qsort(l.v, l.n, sizeof *l.v, cmp_row);
+		for (size_t k = 0; k < l.n; k++) {
+			if (!rc && c->json) {
+				tend_buf_puts(&out, shown++ ? ",\n  " : "\n  ");
+				tend_buf_puts(&out, l.v[k].line);
+			} else if (!rc)
+				fputs(l.v[k].line, stdout);
+			free(l.v[k].path);
+			free(l.v[k].line);
+		}
+		if (rc) {
+			say_error("%s", tend_error_last());
+			free(l.v);
+			tend_buf_release(&out);
+			return EXIT_FAIL;
+		}
+		drift += d;
+		if (c->napps)
+			break;
+	}
+	free(l.v);
+	if (c->json) {
+		tend_buf_printf(&out, "%s]}\n", shown ? "\n" : "");
+		put_doc(&out);
+	} else if (check && !c->quiet)
+		printf(drift ? "%u target state(s) drifted: tend sync --full "
+			       "repairs them\n"
+			     : "no drift\n",
+		    drift);
+	tend_buf_release(&out);
+	return check && drift ? EXIT_FAIL : 0;
+}
+
+struct count_ctx {
+	unsigned states, pending, containers;
+};
+
+static void
+on_count(const struct tend_state_info *si, void *arg)
+{
+	struct count_ctx *cc = arg;
+
+	cc->states++;
+	cc->pending += si->pending;
+	cc->containers += si->container;
+}
+
+/* "12:03:04, 5 s ago" (with the date when it is not today's) */
+static void
+put_when(struct tend_buf *b, long long t)
+{
+	time_t now = time(NULL), tt = (time_t)t;
+	long long age = (long long)now - t;
+	struct tm tm, today;
+	char s[32];
+
+	localtime_r(&tt, &tm);
+	localtime_r(&now, &today);
+	strftime(s, sizeof s,
+	    tm.tm_year == today.tm_year && tm.tm_yday == today.tm_yday
+		? "%H:%M:%S" : "%Y-%m-%d %H:%M:%S", &tm);
+	tend_buf_printf(b, "%s, ", s);
+	if (age < 0)
+		tend_buf_puts(b, "in the future (is the clock right?)");
+	else if (age < 60)
+		tend_buf_printf(b, "%lld s ago", age);
+	else if (age < 3600)
+		tend_buf_printf(b, "%lld min ago", age / 60);
+	else if (age < 2 * 86400)
+		tend_buf_printf(b, "%lld h %lld min ago", age / 3600,
+		    age % 3600 / 60);
+	else
+		tend_buf_printf(b, "%lld days ago", age / 86400);
+}
+
+/* The agent's entry for `name` in its status answer, or NULL */
+static const struct tend_json *
+agent_app(const struct tend_json *agent, const char *name)
+{
+	const struct tend_json *apps = tend_json_get(agent, "apps");
+
+	for (const struct tend_json *a = apps ? apps->child : NULL; a;
+	     a = a->next)
+		if (strcmp(tend_json_str(a, "name", ""), name) == 0)
+			return a;
+	return NULL;
+}
+
+/*
+ * tend status: the agent, then each app, in tend.conf's order and then
+ * those tracked from before. Text says it with local times and ages; the
+ * JSON has the same facts under the same names as sync's.
+ */
+int
+cmd_status(struct cli *c, struct tend_ws *ws)
+{
+	char **tracked = NULL;
+	size_t ntracked = 0, shown = 0;
+	struct tend_buf out = TEND_BUF_INIT, reply = TEND_BUF_INIT;
+	struct tend_txn *txn = NULL;
+	struct tend_json *agent = NULL;
+	int rc;
+
+	if (tend_agent_request(ws->state_dir, "status", &reply, false) == 0)
+		agent = tend_json_parse(reply.ptr, reply.len, NULL, 0);
+	tend_buf_release(&reply);
+	if ((rc = tend_ws_open(ws)) ||
+	    (rc = tend_ws_tracked_apps(ws, &tracked, &ntracked))) {
+		say_error("%s", tend_error_last());
+		tend_json_free(agent);
+		return EXIT_FAIL;
+	}
+	if (c->json) {
+		tend_buf_printf(&out, "{\"workspace\": ");
+		tend_buf_json(&out, ws->root);
+		tend_buf_puts(&out, ", \"agent\": ");
+		if (agent) {
+			/* its status answer, but for "event", and its apps
+			 * are under "apps" below */
+			tend_buf_putc(&out, '{');
+			for (const struct tend_json *m = agent->child; m;
+			     m = m->next) {
+				if (strcmp(m->key, "event") == 0 ||
+				    strcmp(m->key, "apps") == 0)
+					continue;
+				tend_buf_puts(&out, out.ptr[out.len - 1] == '{'
+						  ? "" : ", ");
+				tend_buf_json(&out, m->key);
+				tend_buf_puts(&out, ": ");
+				tend_json_write(&out, m);
+			}
+			tend_buf_putc(&out, '}');
+		} else
+			tend_buf_puts(&out, "null");
+		tend_buf_puts(&out, ", \"apps\": [");
+	} else if (!c->quiet) {
+		printf("workspace %s (state %s)\n", ws->root, ws->cfg.state);
+		if (agent) {
+			struct tend_buf t = TEND_BUF_INIT;
+			long long started = tend_json_int(agent, "started", 0,
+			    TEND_JSON_INT_MAX, 0);
+
+			if (started)
+				put_when(&t, started);
+			else
+				tend_buf_puts(&t, "?");
+			printf("agent: pid %lld, %s, started %s; %lld passes, "
+			       "%lld watches, %lld overflows, %lld queued, "
+			       "%lld applied\n",
+			    tend_json_int(agent, "pid", 0, INT32_MAX, 0),
+			    tend_json_str(agent, "state", "?"), t.ptr,
+			    tend_json_int(agent, "passes", 0, TEND_JSON_INT_MAX, 0),
+			    tend_json_int(agent, "watches", 0, TEND_JSON_INT_MAX, 0),
+			    tend_json_int(agent, "overflows", 0, TEND_JSON_INT_MAX, 0),
+			    tend_json_int(agent, "queue", 0, TEND_JSON_INT_MAX, 0),
+			    tend_json_int(agent, "applied", 0, TEND_JSON_INT_MAX, 0));
+			tend_buf_release(&t);
+		} else
+			printf("agent: not running\n");
+		if (!ws->cfg.napps)
+			printf("%s defines no apps: add an [app \"NAME\"] "
+			       "section with a source and a target (see "
+			       "tend(1))\n", ws->conf_path);
+	}
+	tend_store_read_begin(tend_engine_store(ws->eng), &txn);
+	size_t nall = ws->cfg.napps + ntracked;
+	for (size_t i = 0; i < nall; i++) {
+		const char *name = i < ws->cfg.napps ? ws->cfg.apps[i].name
+						     : tracked[i - ws->cfg.napps];
+		bool in_conf = tend_ws_app(ws, name) != NULL;
+		struct count_ctx cc = {0};
+		struct tend_bytes stored = {NULL, 0};
+		const struct tend_json *aa = agent ? agent_app(agent, name) : NULL;
+		const struct tend_json *al = tend_json_get(aa, "last");
+		struct tend_json *sl = NULL;
+		const struct tend_json *last = NULL;
+		char key[300];
+
+		if (i >= ws->cfg.napps && in_conf)
+			continue;
+		tend_engine_list(ws->eng, name, on_count, &cc);
+		snprintf(key, sizeof key, "last/%s", name);
+		if (tend_store_get(txn, TEND_T_META, key, strlen(key),
+			&stored) == 0)
+			sl = tend_json_parse((const char *)stored.data,
+			    stored.len, NULL, 0);
+		/* the agent's pass, if it made one since it started; else
+		 * the one kept in the store */
+		last = al && al->type == TEND_JSON_OBJ ? al : sl;
+		long long queued = tend_json_int(aa, "queued", 0,
+		    TEND_JSON_INT_MAX, 0);
+		long long held = tend_json_int(aa, "held", 0,
+		    TEND_JSON_INT_MAX, 0);
+		if (c->json) {
+			tend_buf_puts(&out, shown++ ? ",\n  {" : "\n  {");
+			tend_buf_puts(&out, "\"app\": ");
+			tend_buf_json(&out, name);
+			tend_buf_printf(&out,
+			    ", \"configured\": %s, \"states\": %u, "
+			    "\"pending\": %u",
+			    in_conf ? "true" : "false", cc.states, cc.pending);
+			if (aa)
+				tend_buf_printf(&out, ", \"queued\": %lld, "
+						      "\"held_deletes\": %lld",
+				    queued, held);
+			tend_buf_puts(&out, ", \"last\": ");
+			if (last) {
+				struct tend_pass p;
+
+				tend_pass_from_json(&p, last);
+				tend_buf_putc(&out, '{');
+				tend_pass_json(&out, &p);
+				tend_buf_printf(&out, ", \"by\": \"%s\"}",
+				    last == al ? "agent" : "store");
+			} else
+				tend_buf_puts(&out, "null");
+			tend_buf_putc(&out, '}');
+		} else if (!c->quiet) {
+			struct tend_buf t = TEND_BUF_INIT;
+
+			tend_buf_puts(&t, name);
+			if (!in_conf)
+				tend_buf_printf(&t, " (not in tend.conf: tend "
+						    "drop %s removes it)", name);
+			tend_buf_printf(&t, ": %u target states, %u unsettled",
+			    cc.states, cc.pending);
+			if (queued)
+				tend_buf_printf(&t, ", %lld queued", queued);
+			if (held)
+				tend_buf_printf(&t, ", %lld delete%s held", held,
+				    held == 1 ? "" : "s");
+			if (last) {
+				struct tend_pass p;
+
+				tend_pass_from_json(&p, last);
+				tend_buf_puts(&t, "; last pass ");
+				if (p.time)
+					put_when(&t, p.time);
+				tend_buf_puts(&t, ": ");
+				tend_pass_text(&t, &p);
+				if (p.error) {
+					tend_buf_puts(&t, "\n  error: ");
+					put_readable(&t, p.error);
+				}
+			} else
+				tend_buf_puts(&t, "; never synced");
+			printf("%s\n", t.ptr);
+			tend_buf_release(&t);
+		}
+		tend_json_free(sl);
+	}
+	tend_store_read_end(txn);
+	if (c->json) {
+		tend_buf_puts(&out, shown ? "\n]}\n" : "]}\n");
+		put_doc(&out);
+	}
+	for (size_t i = 0; i < ntracked; i++)
+		free(tracked[i]);
+	free(tracked);
+	tend_json_free(agent);
+	tend_buf_release(&out);
+	return 0;
+}

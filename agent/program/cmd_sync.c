@@ -1,0 +1,368 @@
+/*
+ * cmd_sync.c - tend sync and tend plan: every selected app's pass, by
+ * this process or (a plain sync while one runs) by the agent; plan runs
+ * the declarations and reconcile and stops before the sinks, then says
+ * what the sync would do, what the brake holds and what failed.
+ */
+#define _GNU_SOURCE
+#include "cli.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "inspect.h"
+#include "json.h"
+#include "watch.h"
+#include "tend/status.h"
+
+/* plan, after each app: the deletes the brake holds (not actions: the
+ * engine never plans them), and what failed */
+struct stray_ctx {
+	struct cli *c;
+	const char *app;
+	bool going; /* the sync this plan shows removes them */
+	struct tend_buf *out; /* check --json */
+	unsigned n;
+};
+
+static void
+plan_stray(const char *state_path, void *arg)
+{
+	struct stray_ctx *x = arg;
+	struct cli *c = x->c;
+	bool col = use_color(c);
+	struct tend_buf shown = TEND_BUF_INIT;
+	const char *path;
+
+	tend_state_display_path(&shown, state_path, false);
+	path = shown.ptr;
+
+	if (c->json) {
+		struct tend_buf *b = &c->json_items;
+
+		tend_buf_puts(b, b->len ? ",\n  {" : "\n  {");
+		tend_buf_puts(b, "\"op\": \"delete\", \"app\": ");
+		tend_buf_json(b, x->app);
+		tend_buf_puts(b, ", \"path\": ");
+		tend_buf_json(b, path);
+		/* a stray goes with this plan's sync, or with sync --full */
+		tend_buf_printf(b, ", \"invalidation\": null, \"stray\": true, "
+				   "\"needs_full\": %s}",
+		    x->going ? "false" : "true");
+	} else if (!c->quiet && x->going)
+		printf("%s-%s %s %s  (not declared: the target is exclusive)\n",
+		    col ? "\033[31m" : "", col ? "\033[0m" : "", x->app, path);
+	else if (!c->quiet)
+		printf("? %s %s  (not declared in an exclusive target: tend "
+		       "sync --full removes it)\n", x->app, path);
+	x->n++;
+	tend_buf_release(&shown);
+}
+
+static void
+plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
+    const struct tend_app_result *res, int rc)
+{
+	const char *app = a->name;
+	bool col = use_color(c);
+	struct stray_ctx x = {c, app, c->full || c->destructive, NULL, 0};
+	size_t n;
+
+	/* an exclusive target's undeclared files: the destructive switch
+	 * to exclusive, or sync --full, removes them */
+	if (rc == 0 && !tend_app_strays(ws, a, false, plan_stray, &x, &n) &&
+	    n) {
+		c->pending = true;
+		if (x.going)
+			c->plan_ops[2] += n;
+		else
+			c->plan_strays += n;
+	}
+	c->destructive = false;
+
+	for (size_t i = 0; i < res->nheld; i++) {
+		if (c->json) {
+			struct tend_buf *b = &c->json_items;
+
+			tend_buf_puts(b, b->len ? ",\n  {" : "\n  {");
+			tend_buf_printf(b, "\"op\": \"%s\", \"app\": ",
+			    res->held_update ? "update" : "delete");
+			tend_buf_json(b, app);
+			tend_buf_puts(b, ", \"path\": ");
+			tend_buf_json(b, res->held[i]);
+			tend_buf_puts(b, ", \"invalidation\": null, "
+					 "\"held\": true}");
+		} else if (c->quiet)
+			continue;
+		else if (res->held_update)
+			printf("%s~%s %s %s  (held by the delete brake: %llu "
+			       "sources vanished)\n",
+			    col ? "\033[33m" : "", col ? "\033[0m" : "", app,
+			    res->held[i], (unsigned long long)res->held_deletes);
+		else
+			printf("%s-%s %s %s  (held by the delete brake)\n",
+			    col ? "\033[31m" : "", col ? "\033[0m" : "", app,
+			    res->held[i]);
+	}
+	c->plan_held += res->nheld;
+	if (res->held_deletes)
+		c->pending = true;
+	if (rc && (res->error || c->failed || c->errors))
+		c->plan_failed += res->error ? 1 : c->failed + c->errors;
+}
+
+/* plan's last line: a promise, so only what was looked at */
+static void
+plan_summary(struct cli *c)
+{
+	const uint64_t *n = c->plan_ops;
+
+	if (!c->pending && !c->plan_failed) {
+		printf("No changes: every declaration is applied as "
+		       "recorded (tend check reads the targets for drift).\n");
+		return;
+	}
+	printf("Plan: %llu to create, %llu to update, %llu to delete",
+	    (unsigned long long)n[0], (unsigned long long)n[1],
+	    (unsigned long long)n[2]);
+	if (c->plan_held)
+		printf(", %llu held by the delete brake (tend sync "
+		       "--allow-delete applies them)",
+		    (unsigned long long)c->plan_held);
+	if (c->plan_strays)
+		printf(", %llu undeclared in exclusive targets (tend sync "
+		       "--full removes them)",
+		    (unsigned long long)c->plan_strays);
+	if (c->plan_failed)
+		printf("; %llu failed, nothing planned for %s", (unsigned long
+			long)c->plan_failed,
+		    c->plan_failed == 1 ? "it" : "them");
+	printf(".\n");
+}
+
+/* One app's pass in sync --json: {"app", "status", "result": {...}} */
+static void
+put_app_pass(struct tend_buf *b, size_t k, const char *app,
+    const struct tend_pass *p)
+{
+	tend_buf_puts(b, k ? ",\n  {\"app\": " : "\n  {\"app\": ");
+	tend_buf_json(b, app);
+	tend_buf_printf(b, ", \"status\": %d, \"result\": {", p->status);
+	tend_pass_json(b, p);
+	tend_buf_puts(b, "}}");
+}
+
+void
+put_doc(struct tend_buf *b)
+{
+	fputs(b->ptr, stdout);
+	doc_printed = true;
+}
+
+struct agent_pass {
+	char *app;
+	struct tend_json *j;
+};
+
+/*
+ * tend sync beside a running agent: the agent runs the passes and this
+ * reports them as its own would be (the same lines, the same JSON).
+ * Returns -1 when no agent answered, else the exit status.
+ */
+static int
+sync_by_agent(struct cli *c, struct tend_ws *ws)
+{
+	struct tend_buf reply = TEND_BUF_INIT, out = TEND_BUF_INIT;
+	struct agent_pass *v = NULL;
+	size_t n = 0;
+	int status = 0;
+
+	if (tend_agent_request(ws->state_dir, "sync", &reply, true) != 0) {
+		tend_buf_release(&reply);
+		return -1;
+	}
+	/* a pass_finished line per pass; an app's last one is the sync's */
+	for (char *line = reply.ptr; *line;) {
+		char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		struct tend_json *j = tend_json_parse(line, len, NULL, 0);
+		const char *app = tend_json_str(j, "app", NULL);
+		size_t k;
+
+		line += len + (nl != NULL);
+		if (!app) {
+			tend_json_free(j);
+			continue;
+		}
+		for (k = 0; k < n && strcmp(v[k].app, app) != 0; k++)
+			;
+		if (k == n) {
+			v = tend_xrealloc(v, (n + 1) * sizeof *v);
+			v[n++] = (struct agent_pass){tend_xstrdup(app), NULL};
+		}
+		tend_json_free(v[k].j);
+		v[k].j = j;
+	}
+	tend_buf_release(&reply);
+	int pid = tend_ws_agent_pid(ws);
+	if (c->json)
+		tend_buf_puts(&out, "{\"agent\": true, \"apps\": [");
+	else if (!c->quiet) {
+		if (pid > 0)
+			printf("applied by the running agent (pid %d):\n", pid);
+		else
+			printf("applied by the running agent:\n");
+	}
+	for (size_t k = 0; k < n; k++) {
+		struct tend_pass p;
+		size_t al = strlen(v[k].app);
+
+		tend_pass_from_json(&p, v[k].j);
+		if (p.status)
+			status = EXIT_FAIL;
+		if (p.error) /* (its messages name the app, or not) */
+			fprintf(stderr, "tend: %s%s%s\n",
+			    strncmp(p.error, v[k].app, al) == 0 &&
+				p.error[al] == ':' ? "" : v[k].app,
+			    strncmp(p.error, v[k].app, al) == 0 &&
+				p.error[al] == ':' ? "" : ": ",
+			    p.error);
+		if (c->json)
+			put_app_pass(&out, k, v[k].app, &p);
+		else if (!c->quiet) {
+			struct tend_buf t = TEND_BUF_INIT;
+
+			tend_pass_text(&t, &p);
+			printf("%s: %s\n", v[k].app, t.ptr);
+			tend_buf_release(&t);
+		}
+	}
+	if (c->json) {
+		tend_buf_puts(&out, n ? "\n]}\n" : "]}\n");
+		put_doc(&out);
+	}
+	for (size_t k = 0; k < n; k++) {
+		free(v[k].app);
+		tend_json_free(v[k].j);
+	}
+	free(v);
+	tend_buf_release(&out);
+	return status;
+}
+
+int
+cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
+{
+	struct tend_buf out = TEND_BUF_INIT;
+	int status = 0, rc;
+	size_t shown = 0;
+
+	if ((rc = check_app_names(c, ws, false)))
+		return rc;
+	if (!preview && !c->full && !c->napps && !c->allow_delete) {
+		/* an agent runs: it does the pass, we report it */
+		if ((rc = sync_by_agent(c, ws)) >= 0)
+			return rc;
+	}
+	if (!preview && (rc = writer_open(ws, "tend sync")))
+		return rc;
+	if (preview && (rc = tend_ws_open(ws))) {
+		say_error("%s", tend_error_last());
+		return EXIT_FAIL;
+	}
+	tend_engine_subscribe(ws->eng, ~0u, on_event, c);
+	if (c->json)
+		tend_buf_puts(&out, preview ? "{\"actions\": ["
+					    : "{\"agent\": false, \"apps\": [");
+	for (size_t i = 0; i < ws->cfg.napps; i++) {
+		struct tend_app_config *app = &ws->cfg.apps[i];
+		struct tend_app_result res;
+		struct tend_sync_opts o = {
+			.full = c->full,
+			.preview = preview,
+			.allow_delete = c->allow_delete,
+			.progress = progress,
+			.arg = c,
+		};
+		double t0 = now_s();
+
+		if (!selected(c, app->name))
+			continue;
+		c->created = c->updated = c->deleted = c->failed = 0;
+		c->errors = c->invalidations = c->shown = 0;
+		c->cur_app = app->name;
+		rc = tend_app_sync(ws, app, &o, &res);
+		flush_same_errors(c);
+		double dt = now_s() - t0;
+		if (c->tty)
+			fputs("\r\033[K", stderr);
+		c->deleted += res.strays;
+		if (preview)
+			plan_app(c, ws, app, &res, rc);
+		/* an error of the app itself (the entries' failures have
+		 * been said, and are counted) */
+		bool app_error = rc && (res.error || res.held_deletes ||
+					   (!c->failed && !c->errors));
+		if (rc)
+			status = EXIT_FAIL;
+		if (app_error)
+			fprintf(stderr, "tend: %s\n", tend_error_last());
+		if (!preview) {
+			struct last_pass lp = {TEND_BUF_INIT, app->name};
+			struct tend_pass p = {.time = (long long)time(NULL),
+			    .ms = (uint64_t)(dt * 1000 + 0.5),
+			    .status = rc ? 1 : 0, .created = c->created,
+			    .updated = c->updated, .deleted = c->deleted,
+			    .failed = c->failed, .errors = c->errors,
+			    .held_deletes = res.held_deletes,
+			    .files = res.files, .read = res.hashed,
+			    .links_skipped = res.links_skipped,
+			    .error = app_error ? tend_error_last() : NULL};
+
+			tend_buf_putc(&lp.text, '{');
+			tend_pass_json(&lp.text, &p);
+			tend_buf_putc(&lp.text, '}');
+			tend_store_write_settle(tend_engine_store(ws->eng), put_last,
+			    &lp);
+			if (c->json)
+				put_app_pass(&out, shown, app->name, &p);
+			else if (!c->quiet) {
+				struct tend_buf t = TEND_BUF_INIT;
+
+				tend_pass_text(&t, &p);
+				printf("%s: %s\n", app->name, t.ptr);
+				tend_buf_release(&t);
+			}
+			tend_buf_release(&lp.text);
+		}
+		shown++;
+		tend_app_result_finish(&res);
+	}
+	if (preview) {
+		if (c->json) {
+			tend_buf_puts(&out, c->json_items.ptr);
+			tend_buf_printf(&out, "%s], \"pending\": %s, "
+					      "\"create\": %llu, \"update\": %llu, "
+					      "\"delete\": %llu, \"held\": %llu, "
+					      "\"failed\": %llu}\n",
+			    c->json_items.len ? "\n" : "",
+			    c->pending ? "true" : "false",
+			    (unsigned long long)c->plan_ops[0],
+			    (unsigned long long)c->plan_ops[1],
+			    (unsigned long long)c->plan_ops[2],
+			    (unsigned long long)c->plan_held,
+			    (unsigned long long)c->plan_failed);
+		} else if (!c->quiet)
+			plan_summary(c);
+		if (status == 0 && c->pending)
+			status = EXIT_PENDING;
+	} else if (c->json)
+		tend_buf_puts(&out, shown ? "\n]}\n" : "]}\n");
+	if (c->json)
+		put_doc(&out);
+	tend_buf_release(&out);
+	return status;
+}
+
