@@ -3,7 +3,7 @@
 #
 # Issue 16: calls between the engine and reconcile.c go one way.
 # reconcile.c (the pure reconcile decision) calls no function defined in
-# engine.c or commit.c (the driver), nor in store.c, registry.c,
+# engine.c, batch.c or commit.c (the driver), nor in store.c, registry.c,
 # inspect.c or check.c (the store and what reads it); they may call it.
 #
 # 1. source: no non-static function defined in those files (a name at
@@ -14,7 +14,7 @@
 set -u
 src=$1
 lib=${2:-}
-files="engine.c commit.c store.c registry.c inspect.c check.c"
+files="engine.c batch.c commit.c store.c registry.c inspect.c check.c"
 rec=$src/reconcile.c
 fail=0
 

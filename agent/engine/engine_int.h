@@ -369,4 +369,29 @@ int tend_item_decode(struct item *out, const void *data, size_t len,
     struct tend_arena *arena);
 void tend_item_encode(struct tend_buf *out, const struct item *it);
 
+/* engine.c and batch.c: what the components and passes (engine.c) and
+ * the batches (batch.c) call of each other */
+
+/* engine.c */
+TEND_HIDDEN void emit(struct tend_engine *eng, struct tend_event *ev);
+TEND_HIDDEN bool wants(struct tend_engine *eng, enum tend_event_kind kind);
+TEND_HIDDEN void cidset_add(struct cidset *s, const struct tend_fp *fp);
+TEND_HIDDEN size_t ref_slot(const struct tend_fp *fp, size_t size);
+TEND_HIDDEN void clear_refs(struct pass *pass);
+TEND_HIDDEN void comp_free(struct tend_comp *c);
+TEND_HIDDEN int declare(struct tend_comp *c, struct tend_provider *p,
+    const struct tend_key *key, const void *value, size_t len,
+    struct tend_provider **child_out);
+
+/* batch.c */
+TEND_HIDDEN void enqueue(struct pass *pass, struct tend_comp *c);
+TEND_HIDDEN bool declares(const struct tend_comp *x,
+    const struct tend_fp *tsid);
+TEND_HIDDEN struct tend_comp *delete_comp(struct tend_engine *eng,
+    struct pass *pass, const struct tend_fp *parent_cid, bool has_parent,
+    const uint8_t *path, size_t len);
+TEND_HIDDEN int flush(struct tend_engine *eng, struct pass *pass);
+TEND_HIDDEN void free_kept(struct pass *pass);
+TEND_HIDDEN int retry_deferred(struct tend_engine *eng, struct pass *pass);
+
 #endif
