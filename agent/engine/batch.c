@@ -1,11 +1,22 @@
 /*
- * batch.c - a batch of finished components, flushed together: contests
- * (two components, one target state), T1 (every pre-commit, durable
- * before any sink), the sinks (one apply per sink identity), T2 (every
- * commit), then fulfil, deletes of components that are gone, their
- * garbage collection, and the deferred retries. engine.c queues the
- * components and calls flush(); commit.c holds a component's pre-commit
- * and commit bodies.
+ * batch.c - a batch of finished components, flushed together (PERF-NOTES
+ * "group commits"):
+ *
+ *   T1  one write txn: every component's pre-commit (pending records,
+ *       commit.c), durable before any sink runs;
+ *       sinks: actions of the whole batch grouped by sink identity, one
+ *       apply call per sink (the git connector's one commit per pass);
+ *   T2  one write txn: every component's commit;
+ *       fulfil: resolve container child providers with the handlers the
+ *       sinks returned; GC: tombstoned components are deleted in the
+ *       next batch.
+ *
+ * Before T1, contests: two components that declare one target state
+ * (conflicts). After T2, deletes of components that are gone, their
+ * garbage collection, and the deferred retries. The action events
+ * (planned, applied, failed) and component errors are emitted here.
+ * Crash safety holds per component: its pending records are durable
+ * before its sink runs, and are pruned only after.
  */
 #include "engine_int.h"
 #include "check.h"

@@ -1,26 +1,15 @@
 /*
- * engine.c - passes, components, batches and sinks (the batches: batch.c).
+ * engine.c - the engine's lifecycle, components, mounts and memos, passes,
+ * events (emit) and drop. Finished components are queued; batch.c flushes
+ * them.
  *
  * A pass runs the app's root component. Components run synchronously on
  * this thread: a mount runs the child at once, so children always finish
  * (and are queued for submission) before their parent, as CocoIndex
- * requires (R21). Finished components are not submitted one by one:
- * they are queued, and a batch of them is flushed together
- * (PERF-NOTES "group commits"):
- *
- *   T1  one write txn: every component's pre-commit (pending records),
- *       durable before any sink runs;
- *       sinks: actions of the whole batch grouped by sink identity, one
- *       apply call per sink (the git connector's one commit per pass);
- *   T2  one write txn: every component's commit;
- *       fulfil: resolve container child providers with the handlers the
- *       sinks returned; GC: tombstoned components are deleted in the
- *       next batch.
- *
- * A batch is flushed when it is full, when a use_mount needs its child's
+ * requires (R21). Finished components are not submitted one by one: they
+ * are queued, and a batch of them is flushed together (batch.c). A batch
+ * is flushed when it is full, when a use_mount needs its child's
  * providers resolved before returning, and at the end of the pass.
- * Crash safety holds per component: its pending records are durable
- * before its sink runs, and are pruned only after.
  */
 #include "engine_int.h"
 #include "check.h"

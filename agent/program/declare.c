@@ -882,3 +882,26 @@ root_body(struct tend_comp *c, void *arg)
 	return 0;
 }
 
+/* An incremental pass's root: the target stays mounted from the last full
+ * pass; the vanished items go first, then the given items. */
+int
+partial_body(struct tend_comp *c, void *arg)
+{
+	struct run *r = ((struct partial *)arg)->r;
+	int rc;
+
+	/* the gone first: an item that takes over one of their entries
+	 * (a move) then finds its owner gone, whatever the batches */
+	for (size_t i = 0; !r->hold && i < r->nvanished; i++) {
+		struct tend_key path[2] = {tend_key_symbol("files"),
+		    tend_key_str(r->vanished[i])};
+
+		if ((rc = tend_mount_gone(c, path, 2)))
+			return rc;
+	}
+	for (size_t i = 0; i < r->nitems; i++)
+		if ((rc = mount_item(c, r, &r->items[i])) != 0)
+			return rc;
+	return 0;
+}
+

@@ -502,31 +502,8 @@ tend_ws_tracked_apps(struct tend_ws *ws, char ***out, size_t *n)
 
 /* ---- incremental passes (tend watch) ---- */
 
-struct partial {
-	struct run *r;
-};
-
-static int
-partial_body(struct tend_comp *c, void *arg)
-{
-	struct run *r = ((struct partial *)arg)->r;
-	int rc;
-
-	/* the gone first: an item that takes over one of their entries
-	 * (a move) then finds its owner gone, whatever the batches */
-	for (size_t i = 0; !r->hold && i < r->nvanished; i++) {
-		struct tend_key path[2] = {tend_key_symbol("files"),
-		    tend_key_str(r->vanished[i])};
-
-		if ((rc = tend_mount_gone(c, path, 2)))
-			return rc;
-	}
-	for (size_t i = 0; i < r->nitems; i++)
-		if ((rc = mount_item(c, r, &r->items[i])) != 0)
-			return rc;
-	return 0;
-}
-
+/* The target provider a partial pass mounts: the one its last full pass
+ * made, if the engine still knows it. */
 static struct tend_provider *
 existing_target(struct tend_ws *ws, struct tend_app_config *app)
 {
@@ -567,7 +544,7 @@ existing_target(struct tend_ws *ws, struct tend_app_config *app)
 	return NULL;
 }
 
-/* ---- incremental passes ---- */
+/* ---- the paths of an incremental pass ---- */
 
 struct pathset {
 	char **v;

@@ -144,6 +144,11 @@ TEND_HIDDEN void git_spec(const struct tend_app_config *app,
 TEND_HIDDEN void held_sources(struct tend_app_result *res,
     const struct run *r);
 TEND_HIDDEN int root_body(struct tend_comp *c, void *arg);
+/* an incremental pass's root: arg is a struct partial */
+struct partial {
+	struct run *r;
+};
+TEND_HIDDEN int partial_body(struct tend_comp *c, void *arg);
 
 /* why.c: provenance and conflicts */
 TEND_HIDDEN struct item *find_item(struct run *r, const char *component);
