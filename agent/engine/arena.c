@@ -15,7 +15,7 @@ struct tend_arena_chunk {
 	_Alignas(max_align_t) unsigned char data[];
 };
 
-#define CHUNK_FIRST 1024
+#define CHUNK_FIRST 256
 #define CHUNK_MAX (64 * 1024)
 #define ALIGN (_Alignof(max_align_t))
 

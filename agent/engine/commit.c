@@ -427,7 +427,7 @@ static struct plan *
 plan_new(struct tend_comp *c)
 {
 	if (c->nplans == c->cplans) {
-		c->cplans = c->cplans ? c->cplans * 2 : 8;
+		c->cplans = c->cplans ? c->cplans * 2 : 1;
 		c->plans = tend_xrealloc(c->plans, c->cplans * sizeof *c->plans);
 	}
 	struct plan *p = &c->plans[c->nplans++];

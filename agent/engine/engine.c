@@ -669,7 +669,7 @@ declare(struct tend_comp *c, struct tend_provider *p,
 		    "not been applied; declare it with tend_mount_target)",
 		    c->display, p->name);
 	if (c->ndecls == c->cdecls) {
-		c->cdecls = c->cdecls ? c->cdecls * 2 : 8;
+		c->cdecls = c->cdecls ? c->cdecls * 2 : 1;
 		c->decls = tend_xrealloc(c->decls, c->cdecls * sizeof *c->decls);
 	}
 	struct decl *d = &c->decls[c->ndecls];
