@@ -108,6 +108,7 @@ static const char *const usage_text =
     "  --color=WHEN     auto, always or never (NO_COLOR is honoured)\n"
     "  --full           reprocess everything: ignore memos, re-apply\n"
     "  --allow-delete   release deletes held back by the delete brake\n"
+    "  -n, --dry-run    sync: show what it would do (tend plan)\n"
     "  --version        print the version\n"
     "  -h, --help       this text, or a command's: tend COMMAND --help\n"
     "                   (or tend help COMMAND)\n"
@@ -118,8 +119,8 @@ static const char *const usage_text =
 static const struct {
 	const char *cmd, *help;
 } cmd_help[] = {
-	{"sync", "usage: tend sync [--full] [--allow-delete] [--json] [-q] "
-		 "[APP...]\n\n"
+	{"sync", "usage: tend sync [-n] [--full] [--allow-delete] [--json] "
+		 "[-q] [APP...]\n\n"
 		 "Walk each app's source, run its declaration function for "
 		 "every changed\nitem and apply the difference to its targets. "
 		 "Unchanged files are not\nread (their stat signature "
@@ -127,6 +128,8 @@ static const struct {
 		 "summary line per app. While an agent (tend watch) runs, a "
 		 "plain\nsync is handed to it and its passes are reported the "
 		 "same way.\n\n"
+		 "  -n, --dry-run   apply nothing: what tend plan says (exit "
+		 "3 when\n                  changes are pending)\n"
 		 "  --full          ignore memos and signatures: re-apply "
 		 "everything\n"
 		 "  --allow-delete  apply deletes the delete brake held back "
@@ -622,6 +625,8 @@ parse_args(struct cli *c, int argc, char **argv)
 			c->full = true;
 		else if (strcmp(a, "--allow-delete") == 0)
 			c->allow_delete = true;
+		else if (strcmp(a, "-n") == 0 || strcmp(a, "--dry-run") == 0)
+			c->dry_run = true;
 		else if (strcmp(a, "--daemon") == 0)
 			c->daemon = true;
 		else if (strcmp(a, "--tui") == 0)
@@ -667,6 +672,13 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 	for (int i = 1; i < argc; i++)
 		json_mode |= strcmp(argv[i], "--json") == 0;
 	parse_args(&c, argc, argv);
+	if (c.dry_run) {
+		/* sync -n is plan: what it would do, nothing applied */
+		if (!c.cmd || strcmp(c.cmd, "sync") != 0)
+			die_usage("-n/--dry-run is for sync (tend sync -n is "
+				  "tend plan)");
+		c.cmd = "plan";
+	}
 	if (!c.cmd) {
 		fputs(usage_text, c.help ? stdout : stderr);
 		return c.help ? 0 : EXIT_USAGE;

@@ -31,6 +31,7 @@ struct cli {
 	const char *cmd;
 	const char *dir, *conf;
 	bool json, quiet, full, allow_delete, help, daemon, tui;
+	bool dry_run; /* -n: sync becomes plan (rsync's habit) */
 	int verbose;
 	int color; /* -1 auto, 0 never, 1 always */
 	char **apps;

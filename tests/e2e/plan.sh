@@ -103,4 +103,17 @@ expect_file src/a A
 expect_in "$OUT" "3 deleted" "counted as deleted"
 run check; expect_rc 0 "no drift after --full"
 run plan; expect_rc 0 "plan clean"; expect_in "$OUT" "No changes" "plan"
+# sync -n is plan (rsync's habit): the same lines, the same exit, nothing
+# applied; -n with another command is refused
+echo changed > src/a; echo brand-new > src/n2
+run plan; want="$OUT"; expect_rc 3 "plan before sync -n"
+run sync -n; expect_rc 3 "sync -n: changes pending"
+[ "$OUT" = "$want" ] || fail "sync -n says other than plan: $OUT"
+run sync --dry-run --json; expect_rc 3 "sync --dry-run --json"
+expect_in "$OUT" '"actions"' "sync --dry-run --json is plan's document"
+expect_file out/a A; expect_gone out/n2
+run ls -n; expect_rc 2 "ls -n is refused"
+expect_in "$ERR" "-n/--dry-run is for sync" "ls -n's message"
+run sync -q; expect_rc 0 "then the sync"
+expect_file out/a changed; expect_file out/n2 brand-new
 finish
