@@ -96,6 +96,8 @@ static const char *const usage_text =
     "  drop  APP...     revert every target state of the app, forget it\n"
     "  watch            the agent: catch up, then follow changes (inotify)\n"
     "  top              the dashboard of a running agent (ncurses)\n"
+    "  init [DIR]       write a commented tend.conf for DIR (never over "
+    "one)\n"
     "  help [COMMAND]   this text, or a command's (help config: every\n"
     "                   tend.conf key)\n"
     "\n"
@@ -135,6 +137,14 @@ static const struct {
 		 "  --allow-delete  apply deletes the delete brake held back "
 		 "(more than\n                  max-delete entries of one "
 		 "target, or an emptied source)\n"},
+	{"init", "usage: tend init [DIR]\n\n"
+		 "Write DIR/tend.conf (DIR defaults to -C's or the current "
+		 "directory):\none app whose source is the first of src, "
+		 "docs, content, site, notes,\nsource found there (else the "
+		 "first folder), copied to a new dir target,\nand every "
+		 "other useful key commented out; in a git repository, a "
+		 "git\napp too, commented out. Never overwrites a tend.conf "
+		 "(exit 2).\n"},
 	{"plan", "usage: tend plan [--json] [APP...]\n\n"
 		 "Compute what sync would do and print one line per action:\n"
 		 "  + create   ~ update   - delete   ! lossy/destructive "
@@ -710,6 +720,11 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 		fputs(cmd_help[ci].help, stdout);
 		free(c.apps);
 		return 0;
+	}
+	if (strcmp(c.cmd, "init") == 0) {
+		rc = cmd_init(&c);
+		free(c.apps);
+		return rc;
 	}
 	bool watch = strcmp(c.cmd, "watch") == 0;
 	if (watch && c.napps)

@@ -87,6 +87,9 @@ TEND_HIDDEN int cmd_sync(struct cli *c, struct tend_ws *ws, bool preview);
 TEND_HIDDEN int cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check);
 TEND_HIDDEN int cmd_status(struct cli *c, struct tend_ws *ws);
 
+/* cmd_init.c */
+TEND_HIDDEN int cmd_init(struct cli *c);
+
 /* cmd_drop.c */
 TEND_HIDDEN int cmd_drop(struct cli *c, struct tend_ws *ws);
 
