@@ -122,9 +122,14 @@ struct walk_watch {
 
 /* ---- watch.c: the agent's log, reloading tend.conf and plugins ---- */
 
-/* A line on stderr, "tend watch: ...", if `level` <= the verbosity. */
-TEND_HIDDEN void logf_(struct agent *a, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* The agent's log levels. Errors, warnings and notices are shown even
+ * with -q; info (a line per pass) unless -q; debug with -v. */
+enum log_level { ALOG_ERR, ALOG_WARN, ALOG_NOTICE, ALOG_INFO, ALOG_DEBUG };
+/* A line on stderr: "tend watch: error: ..." (warning: ...; info and
+ * notices plain); under systemd (stderr is the journal: JOURNAL_STREAM)
+ * the level is the line's priority prefix instead ("<3>...") */
+TEND_HIDDEN void logf_(struct agent *a, enum log_level level,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* tend.conf or a plugin changed: load them again (or restart), then
  * every watch anew (load_apps). */
 TEND_HIDDEN void reload_config(struct agent *a);

@@ -161,7 +161,7 @@ settle(struct agent *a)
 
 	a->settle_ms = 0;
 	if (tend_store_settle_pending(st) && tend_store_settle_flush(st) != 0)
-		logf_(a, 0, "%s", tend_error_last());
+		logf_(a, ALOG_ERR, "%s", tend_error_last());
 }
 
 /* ---- the engine's events during a pass ---- */
@@ -458,7 +458,7 @@ run_passes(struct agent *a, bool all)
 			    (int64_t)res.gone_items;
 		}
 		if (rc)
-			logf_(a, 0, "%s: %s", app->name, tend_error_last());
+			logf_(a, ALOG_ERR, "%s: %s", app->name, tend_error_last());
 		struct tend_pass ps = {.time = (long long)time(NULL),
 		    .ms = a->last_pass_ms, .status = rc ? 1 : 0,
 		    .created = pc.created, .updated = pc.updated,
@@ -494,7 +494,7 @@ run_passes(struct agent *a, bool all)
 			localtime_r(&now, &tm);
 			strftime(hms, sizeof hms, "%H:%M:%S", &tm);
 			tend_pass_text(&text, &ps);
-			logf_(a, 1, "%s %s: %s", hms, app->name, text.ptr);
+			logf_(a, ALOG_INFO, "%s %s: %s", hms, app->name, text.ptr);
 			tend_buf_release(&text);
 		}
 		broadcast(a, line.ptr);

@@ -67,7 +67,7 @@ client_send(struct agent *a, struct client *c, const char *line)
 	if (c->fd < 0)
 		return;
 	if (c->out.len + strlen(line) > CLIENT_MAX_OUT) {
-		logf_(a, 1, "dropping a client that does not read");
+		logf_(a, ALOG_WARN, "dropping a client that does not read");
 		client_drop(a, c);
 		return;
 	}
@@ -456,7 +456,7 @@ on_accept(struct agent *a)
 		return;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
 	    cred.uid != getuid()) {
-		logf_(a, 0, "refusing a client of uid %d", (int)cred.uid);
+		logf_(a, ALOG_WARN, "refusing a client of uid %d", (int)cred.uid);
 		close(fd);
 		return;
 	}
@@ -476,7 +476,7 @@ on_accept(struct agent *a)
 			idle = i;
 	}
 	if (slot < 0 && idle >= 0) {
-		logf_(a, 1, "%d clients: dropping the longest idle one",
+		logf_(a, ALOG_WARN, "%d clients: dropping the longest idle one",
 		    MAX_CLIENTS);
 		client_drop(a, &a->clients[idle]);
 		slot = idle;

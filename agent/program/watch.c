@@ -25,6 +25,7 @@
 #include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,14 +34,38 @@
 #include "tend/buf.h"
 #include "tend/status.h"
 
-void
-logf_(struct agent *a, int level, const char *fmt, ...)
+/* Is stderr the journal? systemd sets JOURNAL_STREAM to its device and
+ * inode when it connects a service's stderr to journald. */
+static bool
+stderr_is_journal(void)
 {
+	static int known = -1;
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (known < 0)
+		known = js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 &&
+		    fstat(2, &st) == 0 && (unsigned long long)st.st_dev == dev &&
+		    (unsigned long long)st.st_ino == ino;
+	return known;
+}
+
+void
+logf_(struct agent *a, enum log_level level, const char *fmt, ...)
+{
+	/* syslog priorities: err 3, warning 4, notice 5, info 6, debug 7 */
+	static const int prio[] = {3, 4, 5, 6, 7};
+	static const int verbosity[] = {0, 0, 0, 1, 2};
 	va_list ap;
 
-	if (level > a->o->verbose)
+	if (verbosity[level] > a->o->verbose)
 		return;
-	fputs("tend watch: ", stderr);
+	if (stderr_is_journal())
+		fprintf(stderr, "<%d>tend watch: ", prio[level]);
+	else
+		fprintf(stderr, "tend watch: %s", level == ALOG_ERR ? "error: "
+		    : level == ALOG_WARN ? "warning: " : "");
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -63,7 +88,7 @@ reload_config(struct agent *a)
 		struct tend_buf notes = TEND_BUF_INIT;
 
 		if (tend_ws_connectors_changed(a->ws, &notes)) {
-			logf_(a, 0, "a connector plugin changed: the agent "
+			logf_(a, ALOG_NOTICE, "a connector plugin changed: the agent "
 				    "restarts to load it");
 			*a->o->restart = true;
 			a->stop = true;
@@ -78,11 +103,11 @@ reload_config(struct agent *a)
 		a->plugins_changed = false;
 		int n = tend_ws_refresh_plugins(a->ws, &notes);
 		if (n)
-			logf_(a, 1, "%d plugin(s) changed: loading them again", n);
+			logf_(a, ALOG_INFO, "%d plugin(s) changed: loading them again", n);
 		if (notes.len) {
 			struct tend_buf line = TEND_BUF_INIT;
 
-			logf_(a, 0, "%.*s", (int)notes.len - 1, notes.ptr);
+			logf_(a, ALOG_ERR, "%.*s", (int)notes.len - 1, notes.ptr);
 			tend_buf_puts(&line, "{\"event\": \"error\", \"error\": ");
 			tend_buf_json(&line, notes.ptr);
 			tend_buf_puts(&line, "}\n");
@@ -96,7 +121,7 @@ reload_config(struct agent *a)
 	for (size_t i = 0; i < nold; i++)
 		old[i] = tend_xstrdup(a->ws->cfg.apps[i].name);
 	if (tend_ws_reload(a->ws, &err) != 0)
-		logf_(a, 0, "tend.conf: keeping the previous config:\n%s",
+		logf_(a, ALOG_ERR, "tend.conf: keeping the previous config:\n%s",
 		    err.ptr);
 	/* an app gone from the config is not dropped behind the user's
 	 * back: say so */
@@ -104,7 +129,7 @@ reload_config(struct agent *a)
 		if (!tend_ws_app(a->ws, old[i])) {
 			struct tend_buf line = TEND_BUF_INIT;
 
-			logf_(a, 0, "app %s is no longer in tend.conf: its "
+			logf_(a, ALOG_WARN, "app %s is no longer in tend.conf: its "
 				    "targets stay; tend drop %s removes them",
 			    old[i], old[i]);
 			tend_buf_puts(&line, "{\"event\": \"app_gone\", "
@@ -263,7 +288,7 @@ keep_last_passes(struct agent *a)
 
 		if (lp.text && tend_store_write_settle(
 				   tend_engine_store(a->ws->eng), put_last, &lp))
-			logf_(a, 0, "%s: keeping its last pass: %s", lp.app,
+			logf_(a, ALOG_WARN, "%s: keeping its last pass: %s", lp.app,
 			    tend_error_last());
 	}
 }

@@ -146,7 +146,7 @@ watch_one(struct agent *a, size_t app, const char *rel)
 	if (wd < 0) {
 		if (errno == ENOSPC) {
 			if (!a->limit_reported)
-				logf_(a, 0,
+				logf_(a, ALOG_WARN,
 				    "the inotify watch limit is reached (%zu "
 				    "watches): %s is rescanned every 2 s "
 				    "instead; raise the limit with sysctl "
@@ -312,7 +312,7 @@ on_event_for(struct agent *a, const struct inotify_event *ev, size_t app,
 			if ((*moves)[i].cookie == ev->cookie &&
 			    (*moves)[i].app == app) {
 				(*moves)[i].paired = true;
-				logf_(a, 2, "%s: moved %s -> %s",
+				logf_(a, ALOG_DEBUG, "%s: moved %s -> %s",
 				    a->ws->cfg.apps[app].name, (*moves)[i].rel,
 				    rel);
 			}
@@ -340,7 +340,7 @@ on_inotify(struct agent *a)
 			p += sizeof *ev + ev->len;
 			if (ev->mask & IN_Q_OVERFLOW) {
 				a->overflows++;
-				logf_(a, 1, "event queue overflow: rescanning");
+				logf_(a, ALOG_WARN, "event queue overflow: rescanning");
 				for (size_t i = 0; i < a->napps; i++)
 					a->apps[i].full = true;
 				poke(a);
