@@ -56,6 +56,13 @@ if [ -x "$D/connector" ]; then
 	LD_LIBRARY_PATH="$LIBDIR" "$D/connector" "$D/state" "$D/kv" \
 		k=v >/dev/null || fail "the connector does not run"
 	[ "$(cat "$D/kv/k" 2>/dev/null)" = v ] || fail "the connector wrote no k"
+	# a versioned SONAME: the program records libtend.so.0, which the
+	# installed library provides (libtend.so is the link-time name)
+	need=$(readelf -d "$D/connector" | sed -n 's/.*NEEDED.*\[\(libtend[^]]*\)\].*/\1/p')
+	[ "$need" = libtend.so.0 ] || fail "the connector needs '$need', want libtend.so.0"
+	[ -e "$LIBDIR/libtend.so.0" ] || fail "no libtend.so.0 installed"
+	soname=$(readelf -d "$LIBDIR/libtend.so" | sed -n 's/.*SONAME.*\[\(.*\)\].*/\1/p')
+	[ "$soname" = libtend.so.0 ] || fail "libtend's SONAME is '$soname'"
 fi
 [ "$FAILS" = 0 ] || exit 1
 echo "tend.pc: $CFLAGS / $LIBS"
