@@ -72,25 +72,35 @@ comp_name(struct tend_engine *eng, const char *display, struct tend_buf *out)
 
 void
 tend_conflict_message(struct tend_comp *c, const char *other,
-    const char *provider, const struct tend_key *key)
+    const char *provider, const struct tend_key *key, bool owner)
 {
 	struct tend_buf k = TEND_BUF_INIT, m = TEND_BUF_INIT;
 
 	struct tend_buf a = TEND_BUF_INIT, b = TEND_BUF_INIT;
 
-	/* one wording for both sides: the two components say the same */
 	comp_name(c->eng, c->display, &a);
 	comp_name(c->eng, other, &b);
-	if (strcmp(a.ptr, b.ptr) > 0) {
-		struct tend_buf t = a;
-		a = b;
-		b = t;
-	}
 	tend_key_format(&k, key);
 	tend_buf_puts(&m, "conflict: ");
 	tend_display_path(&m, provider, k.ptr);
-	tend_buf_printf(&m, " is declared by %s and by %s: neither is "
-			    "applied, what is there stays", a.ptr, b.ptr);
+	if (owner) {
+		/* the owner goes on (and writes its changes): only the
+		 * newcomer's declaration is refused */
+		tend_buf_printf(&m, " is declared by %s and by %s: it stays "
+				    "%s's, %s's is not applied", b.ptr, a.ptr,
+		    b.ptr, a.ptr);
+	} else {
+		/* one wording for both sides: the two components fail and
+		 * say the same */
+		if (strcmp(a.ptr, b.ptr) > 0) {
+			struct tend_buf t = a;
+			a = b;
+			b = t;
+		}
+		tend_buf_printf(&m, " is declared by %s and by %s: neither "
+				    "is applied, what is there stays", a.ptr,
+		    b.ptr);
+	}
 	tend_buf_release(&a);
 	tend_buf_release(&b);
 	tend_error_set(TEND_ECONFLICT, "%s", m.ptr);
@@ -177,11 +187,12 @@ cmp_contender(const void *x, const void *y)
 }
 
 static void
-conflict_fail(struct tend_comp *c, const char *other, const struct decl *d)
+conflict_fail(struct tend_comp *c, const char *other, const struct decl *d,
+    bool owner)
 {
 	if (c->conflict)
 		return;
-	tend_conflict_message(c, other, d->prov->name, &d->key);
+	tend_conflict_message(c, other, d->prov->name, &d->key, owner);
 	c->failed = true;
 	c->conflict = true;
 	free(c->error);
@@ -231,7 +242,8 @@ settle_contest(struct tend_txn *txn, struct batch *b,
 		const char *other = mine < n ? b->comps[g[mine].comp]->display
 		    : live ? who.ptr
 			   : b->comps[g[i ? 0 : 1].comp]->display;
-		conflict_fail(b->comps[g[i].comp], other, g[i].decl);
+		conflict_fail(b->comps[g[i].comp], other, g[i].decl,
+		    mine < n || live);
 	}
 	tend_buf_release(&who);
 	if (mine < n || live)

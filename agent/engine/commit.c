@@ -542,7 +542,7 @@ contest_enter(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 			rc = tend_contest_add(txn, &d->tsid, NULL, &c, 1);
 			if (rc == 0) {
 				tend_conflict_message(c, who, d->prov->name,
-				    &d->key);
+				    &d->key, false);
 				rc = TEND_ECONFLICT;
 			}
 		}
@@ -603,7 +603,7 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 			if (tend_pass_still_declares(c, &from, who.ptr,
 				&d->tsid)) {
 				tend_conflict_message(c, who.ptr, prov->name,
-				    &d->key);
+				    &d->key, true);
 				tend_buf_release(&who);
 				return TEND_ECONFLICT;
 			}

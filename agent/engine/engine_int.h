@@ -359,9 +359,12 @@ size_t tend_contest_next(const struct tend_bytes *v, size_t at,
     struct tend_fp *cid, const char **path, size_t *len);
 int tend_contest_add(struct tend_txn *txn, const struct tend_fp *tsid,
     const struct tend_fp *holder, struct tend_comp *const *comps, size_t n);
-/* "conflict: STATE is declared by A and by B: neither is applied" */
+/* c's conflict over STATE with `other`: "conflict: STATE is declared by
+ * A and by B: neither is applied, what is there stays", or, when `other`
+ * owns it and goes on (owner), "...: it stays OTHER's, C's is not
+ * applied" */
 void tend_conflict_message(struct tend_comp *c, const char *other,
-    const char *provider, const struct tend_key *key);
+    const char *provider, const struct tend_key *key, bool owner);
 bool tend_cidset_has(const struct cidset *s, const struct tend_fp *fp);
 
 /* item and header codecs (commit.c) */

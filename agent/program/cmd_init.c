@@ -128,10 +128,13 @@ put_template(struct tend_buf *b, const char *src, const char *target,
 	    "[app \"%s\"]\n"
 	    "\tsource = %s\n"
 	    "\ttarget = dir:%s\n"
-	    "#\tdeclare = exec sed s/^/x:/   # instead of a copy\n"
-	    "#\tinclude = *.md               # only these sources\n"
-	    "#\texclusive = true             # remove what it does not "
-	    "declare\n",
+	    "# instead of a copy, what a command prints for each file:\n"
+	    "#\tdeclare = exec sed s/^/x:/\n"
+	    "# only these sources (** spans directories):\n"
+	    "#\tinclude = *.md\n"
+	    "# the target holds only what is declared; the rest is "
+	    "removed:\n"
+	    "#\texclusive = true\n",
 	    src ? src : "site", src ? src : "src", target);
 	if (git)
 		tend_buf_printf(b,

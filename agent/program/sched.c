@@ -457,8 +457,16 @@ run_passes(struct agent *a, bool all)
 			s->components += (int64_t)res.new_items -
 			    (int64_t)res.gone_items;
 		}
-		if (rc)
-			logf_(a, ALOG_ERR, "%s: %s", app->name, tend_error_last());
+		if (rc) {
+			/* most messages name their app already */
+			const char *m = tend_error_last();
+			size_t an = strlen(app->name);
+			bool named = strncmp(m, app->name, an) == 0 &&
+			    m[an] == ':';
+
+			logf_(a, ALOG_ERR, "%s%s%s", named ? "" : app->name,
+			    named ? "" : ": ", m);
+		}
 		struct tend_pass ps = {.time = (long long)time(NULL),
 		    .ms = a->last_pass_ms, .status = rc ? 1 : 0,
 		    .created = pc.created, .updated = pc.updated,

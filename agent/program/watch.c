@@ -343,11 +343,11 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 	 * reads it: nothing falls between */
 	load_apps(&a);
 	run_passes(&a, true);
-	logf_(&a, 1, "watching %zu directories for %zu apps", a.ndirs,
-	    a.napps);
+	logf_(&a, ALOG_INFO, "watching %zu director%s for %zu app%s", a.ndirs,
+	    a.ndirs == 1 ? "y" : "ies", a.napps, a.napps == 1 ? "" : "s");
 	if (o->ready_fd >= 0) {
 		if (write(o->ready_fd, "ready\n", 6) < 0)
-			logf_(&a, 1, "ready pipe: %s", strerror(errno));
+			logf_(&a, ALOG_WARN, "ready pipe: %s", strerror(errno));
 		close(o->ready_fd);
 	}
 	while (!a.stop) {
@@ -429,7 +429,7 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 			}
 		}
 	}
-	logf_(&a, 1, "stopping");
+	logf_(&a, ALOG_INFO, "stopping");
 	keep_last_passes(&a);
 	settle(&a);
 	rc = 0;
@@ -453,7 +453,7 @@ out:
 			close(fds2[i]);
 	if (a.lockfd >= 0) {
 		if (rc != TEND_EEXISTS && ftruncate(a.lockfd, 0) != 0)
-			logf_(&a, 1, "lock: %s", strerror(errno));
+			logf_(&a, ALOG_ERR, "lock: %s", strerror(errno));
 		close(a.lockfd);
 	}
 	free(a.sock_path);

@@ -23,6 +23,13 @@ _tend_apps() {
 	sed -n 's/^[[:space:]]*\[app[[:space:]]*"\([^"]*\)"[[:space:]]*\].*/\1/p' "$conf"
 }
 
+# an option that takes its value after '=' gets no space after it
+_tend_nospace() {
+	if [ ${#COMPREPLY[@]} = 1 ] && [[ ${COMPREPLY[0]} == *= ]]; then
+		compopt -o nospace 2>/dev/null
+	fi
+}
+
 _tend() {
 	local cur=${COMP_WORDS[COMP_CWORD]} cmd= dir= conf= i w
 	local cmds="init sync plan ls status check drop watch top help"
@@ -39,10 +46,21 @@ _tend() {
 	case ${COMP_WORDS[COMP_CWORD - 1]} in
 	-C) COMPREPLY=($(compgen -d -- "$cur")); return ;;
 	-c) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+	=)	# bash splits --color=WHEN at the '='
+		if [ "${COMP_WORDS[COMP_CWORD - 2]}" = --color ]; then
+			COMPREPLY=($(compgen -W "auto always never" -- "$cur"))
+			return
+		fi ;;
+	esac
+	case $cur in
+	--color=*)
+		COMPREPLY=($(compgen -P --color= -W "auto always never" -- "${cur#--color=}"))
+		return ;;
 	esac
 	if [ -z "$cmd" ]; then
 		if [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "$common --version" -- "$cur"))
+			_tend_nospace
 		else
 			COMPREPLY=($(compgen -W "$cmds" -- "$cur"))
 		fi
@@ -57,6 +75,7 @@ _tend() {
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+		_tend_nospace
 		return
 	fi
 	case $cmd in

@@ -34,8 +34,17 @@ run check; expect_rc 0 "no drift"
 # an entry that exists: a second source for it is refused, the entry stays
 echo A > src/a.md
 run sync; expect_rc 1 "a newcomer conflicts with the owner"
-expect_in "$ERR" "conflict: out/a.md" "named"
+expect_in "$ERR" "conflict: out/a.md is declared by src/sub/a.md and by src/a.md: it stays src/sub/a.md's, src/a.md's is not applied" "named, and who keeps it"
 expect_file out/a.md SUB
+# the owner changes its source meanwhile: its change is applied, and the
+# message says so (it said "neither is applied" while it wrote SUB2)
+echo SUB2 > src/sub/a.md
+run sync; expect_rc 1 "the owner's change beside the newcomer"
+expect_file out/a.md SUB2
+expect_not_in "$ERR" "neither is applied" "not when the owner writes"
+expect_in "$ERR" "it stays src/sub/a.md's, src/a.md's is not applied" "the owner keeps it"
+run check; expect_rc 0 "no drift: the owner's bytes"
+echo SUB > src/sub/a.md; run sync -q
 # the owner goes: the newcomer's entry replaces it
 rm src/sub/a.md
 run sync; expect_rc 0 "owner gone"

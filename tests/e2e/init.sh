@@ -16,6 +16,10 @@ expect_in "$conf" "	target = dir:public" "a new dir target"
 expect_in "$conf" '#[app "pages"]' "a git app, commented out, in a git repository"
 run -C proj plan; expect_rc 3 "the written tend.conf loads and plans"
 expect_in "$OUT" "+ docs public/a.md" "plan copies docs"
+# every commented key loads once uncommented (the git app's below)
+sed 's/^# \[tend\]/[tend]/; s/^#\(	[a-z]* = \)/\1/' proj/tend.conf |
+	sed '/^#\[app "pages"\]/,$d' > proj/all.conf
+run -C proj -c "$WS/proj/all.conf" plan; expect_rc 3 "the template's keys, all uncommented ($ERR)"
 # its git app, uncommented, works as written
 sed -i 's/^#\[app "pages"\]/[app "pages"]/; s/^#\(	source = docs\)/\1/; s/^#\(	target = git:.git\)/\1/; s/^#\(	ref = \)/\1/; s/^#\(	tag = \)/\1/' proj/tend.conf
 run -C proj sync -q; expect_rc 0 "sync with the suggested git app"

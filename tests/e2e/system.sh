@@ -35,6 +35,9 @@ comp() { # DIR WORDS...: what bash offers for the last word
 [ "$(comp /tmp tend -C "$WS" drop s)" = "site " ] || fail "apps with -C: $(comp /tmp tend -C "$WS" drop s)"
 case "$(comp . tend sync --d)" in *--dry-run*) ;; *) fail "sync's options: $(comp . tend sync --d)";; esac
 [ "$(comp . tend help c)" = "check config " ] || fail "help topics: $(comp . tend help c)"
+# --color takes its value after '=': split there as bash does, or not
+[ "$(comp . tend --color = a)" = "always auto " ] || fail "--color values: $(comp . tend --color = a)"
+[ "$(comp . tend sync --color=n)" = "--color=never " ] || fail "--color=n: $(comp . tend sync --color=n)"
 # every command the binary knows is offered, and nothing else
 cmds=$("$TEND" --help | sed -n '/^Commands:/,/^$/p' | awk 'NR>1 && /^  [a-z]/{print $1}' | sort | tr '\n' ' ')
 [ "$(comp . tend '')" = "$cmds" ] || fail "bash offers '$(comp . tend '')', tend --help lists '$cmds'"
