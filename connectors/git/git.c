@@ -518,28 +518,36 @@ entries_attachments(struct tend_handler *base, struct tend_attachment *out,
 	return 1;
 }
 
+/* The entries handler of a container from its key and record; `going`:
+ * opened for entries that go without their declaration (open_child) */
 static struct tend_handler *
-root_open_child(struct tend_handler *base, const struct tend_key *key,
-    const struct tend_bytes *record)
+child_handler(const struct tend_key *key, const struct tend_bytes *record,
+    bool going)
 {
 	struct tend_arena a = TEND_ARENA_INIT;
 	char *repo, *ref, *prefix;
 	struct spec spec = {0};
 	struct git_handler *h = NULL;
 
-	(void)base;
 	if (container_key(key, &a, &repo, &ref, &prefix) == 0 &&
 	    (!record || decode_spec(record->data, record->len, &spec))) {
 		if (!record) {
 			spec.message = strdup("");
 			spec.author = strdup("");
 			spec.tags = strdup("");
-		} else {
+		} else if (going) {
 			/* its entries go without their declaration (drop, or
 			 * the app moved away): their commit says so, unless
-			 * it also holds entries written (apply_group) */
+			 * it also holds entries written (apply_group), and
+			 * it carries no tag: the app's tags go with their
+			 * own states (or follow the app elsewhere), and one
+			 * already deleted must not come back on this
+			 * commit */
 			free(spec.message);
 			spec.message = strdup("tend: drop");
+			free(spec.tags);
+			spec.tags = strdup("");
+			spec.tagslen = 0;
 		}
 		h = handler_new(H_ENTRIES, repo, ref, prefix, &spec);
 	}
@@ -550,12 +558,21 @@ root_open_child(struct tend_handler *base, const struct tend_key *key,
 }
 
 static struct tend_handler *
+root_open_child(struct tend_handler *base, const struct tend_key *key,
+    const struct tend_bytes *record)
+{
+	(void)base;
+	return child_handler(key, record, true);
+}
+
+static struct tend_handler *
 root_preview_child(struct tend_handler *base, const struct tend_key *key,
     const void *desired, size_t len)
 {
 	struct tend_bytes rec = {desired, len};
 
-	return root_open_child(base, key, desired ? &rec : NULL);
+	(void)base;
+	return child_handler(key, desired ? &rec : NULL, false);
 }
 
 /* ---- repositories ---- */

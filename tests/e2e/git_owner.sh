@@ -260,4 +260,22 @@ git -C repo9 merge-base --is-ancestor "$before" pages || fail "the other author'
 run check; expect_rc 0 "no drift after sync --full"
 run plan; expect_rc 0 "converged"
 git -C repo9 fsck --strict >/dev/null 2>&1 || fail "fsck --strict repo9"
+# drop of an app with a tag: the tag goes (it said "reverted" and left the
+# tag, moved onto the drop's commit, where the next tend no longer knew it)
+git init -q --bare repo10
+cat > tend.conf <<'CONF'
+[app "tagged"]
+	source = src
+	target = git:repo10
+	ref = refs/heads/pub
+	tag = mytag
+CONF
+run sync -q; expect_rc 0 "sync with a tag"
+[ "$(git -C repo10 rev-parse mytag)" = "$(git -C repo10 rev-parse pub)" ] || fail "the tag on the tip"
+run drop tagged; expect_rc 0 "drop tagged"
+expect_in "$OUT" "reverted" "drop says it reverted"
+git -C repo10 rev-parse -q --verify refs/tags/mytag >/dev/null &&
+	fail "the dropped app's tag is left: $(git -C repo10 for-each-ref refs/tags)"
+[ "$(git -C repo10 ls-tree -r --name-only pub)" = "" ] || fail "the drop left entries"
+git -C repo10 fsck --strict >/dev/null 2>&1 || fail "fsck --strict repo10"
 finish
