@@ -394,7 +394,13 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 					tend_buf_puts(&t, "\n  error: ");
 					put_readable(&t, p.error);
 				}
-			} else
+			} else if (cc.states)
+				/* an agent keeps its passes until it exits, a
+				 * sync or drop writes its own at the end: a
+				 * kill loses them, not what they applied */
+				tend_buf_puts(&t, "; last pass not recorded "
+						  "(its process was killed)");
+			else
 				tend_buf_puts(&t, "; never synced");
 			printf("%s\n", t.ptr);
 			tend_buf_release(&t);

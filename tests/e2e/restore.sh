@@ -187,4 +187,17 @@ expect_file gen/one.txt gen:x
 for p in $dead; do
 	[ ! -e .tend/tmp/$p ] || fail "dead process $p's exec outputs kept"
 done
+# status after a killed agent: its passes applied, so "never synced" is
+# not true (an agent keeps its last passes in the store when it exits)
+rm -rf .tend out gen src && mkdir src && echo x > src/x
+printf '[app "site"]\n\tsource = src\n\ttarget = dir:out\n' > tend.conf
+run status; expect_in "$OUT" "site: 0 target states, 0 unsettled; never synced" "a new app"
+"$TEND" watch 2>/dev/null &
+agent=$!
+python3 "$(dirname "$0")/agentctl.py" "$WS/.tend/agent.sock" ready || fail "agent ready"
+kill -KILL $agent; wait $agent 2>/dev/null
+expect_file out/x x
+run status
+expect_not_in "$OUT" "never synced" "status after a killed agent"
+expect_in "$OUT" "site: 2 target states, 0 unsettled; last pass not recorded" "says the record was lost"
 finish
