@@ -49,6 +49,9 @@ struct tend_app_config {
 	/* of the keys that conflicts between apps are about (0: not set,
 	 * the default holds) */
 	int source_line, target_line, ref_line, prefix_line;
+	/* of keys whose values are checked after parsing (their errors
+	 * name their line) */
+	int executable_line, symlinks_line;
 	char *source;
 	struct tend_strv include, exclude;
 	bool gitignore;

@@ -591,6 +591,10 @@ key_line(struct tend_app_config *app, size_t off)
 		return &app->ref_line;
 	if (off == A(prefix))
 		return &app->prefix_line;
+	if (off == A(executable))
+		return &app->executable_line;
+	if (off == A(symlinks))
+		return &app->symlinks_line;
 	return NULL;
 }
 
@@ -1490,21 +1494,28 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 			diag(diags, origin, a->line, k,
 			    "a file: target needs declare = exec CMD (it sees "
 			    "every source) or a plugin");
+		char kx[320];
+
+		snprintf(kx, sizeof kx, "%s.executable", k);
 		if (strcmp(a->executable, "keep") != 0 &&
 		    strcmp(a->executable, "never") != 0 &&
 		    strcmp(a->executable, "always") != 0)
-			diag(diags, origin, a->line, k,
-			    "executable must be keep, never or always");
+			diag(diags, origin,
+			    a->executable_line ? a->executable_line : a->line,
+			    kx, "executable must be keep, never or always");
+		snprintf(kx, sizeof kx, "%s.symlinks", k);
 		if (strcmp(a->symlinks, "skip") != 0 &&
 		    strcmp(a->symlinks, "copy") != 0 &&
 		    strcmp(a->symlinks, "copy-any") != 0)
-			diag(diags, origin, a->line, k,
+			diag(diags, origin,
+			    a->symlinks_line ? a->symlinks_line : a->line, kx,
 			    "symlinks must be skip, copy or copy-any");
 		else if (strcmp(a->symlinks, "skip") != 0 &&
 		    (a->declare != TEND_DECLARE_COPY ||
 			(a->target != TEND_TARGET_DIR &&
 			    a->target != TEND_TARGET_GIT)))
-			diag(diags, origin, a->line, k,
+			diag(diags, origin,
+			    a->symlinks_line ? a->symlinks_line : a->line, kx,
 			    "symlinks = %s needs declare = copy and a dir: or "
 			    "git: target", a->symlinks);
 		for (const char *q = a->name; *q; q++)

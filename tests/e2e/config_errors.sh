@@ -237,6 +237,18 @@ printf '[app "e"]\n\tsource = src\n\ttarget = dir:out\n\tdeclare = exec sed s/\\
 run plan; expect_rc 2 "bad escapes"
 [ "$(printf '%s\n' "$ERR" | grep -c 'unknown escape')" = 1 ] || fail "bad escapes: one message per line, got: $ERR"
 
+# a value checked after parsing names its own line and key, not the
+# section's (a new user's trial: "tend.conf:1: app.a: symlinks must be")
+cat > tend.conf <<'CONF'
+[app "a"]
+	source = src
+	target = dir:out
+	symlinks = follow
+	executable = sometimes
+CONF
+refused "enum values" plan "tend.conf:4: app.a.symlinks: symlinks must be skip, copy or copy-any" \
+	"tend.conf:5: app.a.executable: executable must be keep, never or always"
+
 # the documented examples load: README's two app blocks together, the
 # manual's, and the bundled workspace
 ROOT=$HERE/../..
