@@ -51,7 +51,7 @@ struct tend_app_config {
 	int source_line, target_line, ref_line, prefix_line;
 	/* of keys whose values are checked after parsing (their errors
 	 * name their line) */
-	int executable_line, symlinks_line;
+	int executable_line, symlinks_line, name_line;
 	char *source;
 	struct tend_strv include, exclude;
 	bool gitignore;

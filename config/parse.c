@@ -595,6 +595,8 @@ key_line(struct tend_app_config *app, size_t off)
 		return &app->executable_line;
 	if (off == A(symlinks))
 		return &app->symlinks_line;
+	if (off == A(name_tmpl))
+		return &app->name_line;
 	return NULL;
 }
 
@@ -1496,6 +1498,26 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 			    "every source) or a plugin");
 		char kx[320];
 
+		/* {word}: one of the placeholders, or a typo that would
+		 * become part of every entry's name */
+		snprintf(kx, sizeof kx, "%s.name", k);
+		for (const char *q = a->name_tmpl; q && (q = strchr(q, '{'));
+		     q++) {
+			size_t n = strspn(q + 1, "abcdefghijklmnopqrstuvwxyz");
+			static const char *known[] = {"path", "dir", "name",
+			    "stem", "ext", NULL};
+			bool ok = n == 0 || q[1 + n] != '}';
+
+			for (size_t j = 0; !ok && known[j]; j++)
+				ok = strlen(known[j]) == n &&
+				    strncmp(q + 1, known[j], n) == 0;
+			if (!ok)
+				diag(diags, origin,
+				    a->name_line ? a->name_line : a->line, kx,
+				    "unknown placeholder {%.*s} (there are "
+				    "{path} {dir} {name} {stem} {ext})",
+				    (int)n, q + 1);
+		}
 		snprintf(kx, sizeof kx, "%s.executable", k);
 		if (strcmp(a->executable, "keep") != 0 &&
 		    strcmp(a->executable, "never") != 0 &&

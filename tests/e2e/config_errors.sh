@@ -248,6 +248,10 @@ cat > tend.conf <<'CONF'
 CONF
 refused "enum values" plan "tend.conf:4: app.a.symlinks: symlinks must be skip, copy or copy-any" \
 	"tend.conf:5: app.a.executable: executable must be keep, never or always"
+# a name template's placeholder that does not exist (it became part of
+# every entry's name)
+printf '[app "a"]\n\tsource = src\n\ttarget = dir:out\n\tname = {dir}/{foo}.md\n' > tend.conf
+refused "unknown placeholder" plan "tend.conf:4: app.a.name: unknown placeholder {foo}"
 
 # the documented examples load: README's two app blocks together, the
 # manual's, and the bundled workspace
