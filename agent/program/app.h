@@ -136,6 +136,7 @@ struct tend_sync_opts {
 	bool full;
 	bool preview;
 	bool allow_delete;
+	bool agent; /* the agent runs it: its messages say how to act there */
 	/* progress: called now and then during the walk */
 	void (*progress)(void *arg, const char *app, uint64_t scanned,
 	    uint64_t hashed);

@@ -211,8 +211,11 @@ pass_done(struct run *r, int rc)
 	if (r->res->held_deletes && rc == 0 && !r->o->preview)
 		rc = tend_error_set(TEND_ERROR,
 		    "%s: %llu source items vanished; their deletes are held "
-		    "back (tend sync --allow-delete, or raise max-delete)",
-		    r->app->name, (unsigned long long)r->res->held_deletes);
+		    "back (%s, or raise max-delete)", r->app->name,
+		    (unsigned long long)r->res->held_deletes, r->o->agent
+			? "approve them: key a in tend top, or the socket's "
+			  "approve"
+			: "tend sync --allow-delete");
 	return rc;
 }
 

@@ -397,7 +397,7 @@ run_passes(struct agent *a, bool all)
 		struct walk_watch ww = {a, i};
 		struct tend_sync_opts o = {
 		    .allow_delete = a->o->allow_delete || s->approved,
-		    .on_dir = on_walk_dir, .dir_arg = &ww};
+		    .agent = true, .on_dir = on_walk_dir, .dir_arg = &ww};
 		struct tend_buf line = TEND_BUF_INIT;
 		uint64_t t0 = now_ms();
 		int rc;
