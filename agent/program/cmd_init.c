@@ -153,6 +153,17 @@ put_template(struct tend_buf *b, const char *src, const char *target,
 		    src ? src : "src");
 }
 
+/* Write it all and close fd (whatever happens); false on any failure. */
+static bool
+write_all(int fd, const struct tend_buf *b)
+{
+	bool ok = write(fd, b->ptr, b->len) == (ssize_t)b->len;
+
+	if (close(fd) != 0)
+		ok = false;
+	return ok;
+}
+
 int
 cmd_init(struct cli *c)
 {
@@ -178,8 +189,7 @@ cmd_init(struct cli *c)
 			? "already exists: tend init never overwrites it"
 			: strerror(errno));
 		rc = EXIT_USAGE;
-	} else if ((write(fd, text.ptr, text.len) != (ssize_t)text.len) |
-	    (close(fd) != 0)) {
+	} else if (!write_all(fd, &text)) {
 		say_error("init: write %s: %s", path.ptr, strerror(errno));
 		unlink(path.ptr);
 		rc = EXIT_FAIL;
