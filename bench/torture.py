@@ -102,7 +102,7 @@ class Torture:
                       "by_timer": 0, "by_failpoint": 0, "full": 0,
                       "deferred": 0, "locks": 0, "drops": 0,
                       "conflicts": 0, "strays": 0, "git_strays": 0,
-                      "moves": 0, "repacks": 0}
+                      "moves": 0, "repacks": 0, "unsure": 0}
         self.env = dict(os.environ, GIT_AUTHOR_NAME="t",
                         GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                         GIT_COMMITTER_EMAIL="t@t")
@@ -737,13 +737,29 @@ class Torture:
             self.git("prune-packed")
             self.stats["repacks"] += 1
         # the store: no drift, one record per state, staging swept
+        # an apply interrupted by a kill stays unsettled while its
+        # source's declaration fails (nothing declares a value to
+        # settle it with); check says so, and the next pass that runs
+        # the declaration settles it. Nothing else may be unsettled.
+        def of_failing(path):
+            app, _, rel = path.partition("/")
+            if app == "multi":
+                rel = rel.rsplit(".d/", 1)[0]
+            return app in ("gen", "multi") and rel in failing
         rc, out, err = self.tend_run("check", "-q")
-        self.expect(rc == 0, "check: exit %d: %s %s" % (rc, out[-400:], err[-200:]))
+        drift = [l for l in out.splitlines() if l.startswith("drift ")]
+        unsure = [l for l in drift if l.endswith(
+            ": a failed or interrupted apply: the next sync retries it")
+            and of_failing(l[len("drift "):].split(": ", 1)[0])]
+        self.expect(rc == (1 if unsure else 0) and len(unsure) == len(drift),
+                    "check: exit %d: %s %s" % (rc, out[-400:], err[-200:]))
         rc, out, err = self.tend_run("ls", "--json")
         self.expect(rc == 0, "ls: exit %d" % rc)
         states = json.loads(out)["states"]
-        pend = [s["path"] for s in states if s["pending"]]
+        pend = [s["path"] for s in states
+                if s["pending"] and not of_failing(s["path"])]
         self.expect(not pend, "states with more than one record: %s" % pend[:5])
+        self.stats["unsure"] += len(unsure)
         for d in ("staging", "tmp"):
             staging = os.path.join(self.ws, ".tend", d)
             left = os.listdir(staging) if os.path.isdir(staging) else []

@@ -200,4 +200,23 @@ expect_file out/x x
 run status
 expect_not_in "$OUT" "never synced" "status after a killed agent"
 expect_in "$OUT" "site: 2 target states, 0 unsettled; last pass not recorded" "says the record was lost"
+# an apply killed after its pending record, then the source's declaration
+# fails: the state stays unsettled (nothing declares a value to settle
+# it with), check says so, and the first pass whose declaration succeeds
+# settles it (the agent torture, seed 809815)
+rm -rf .tend out gen src && mkdir src && echo x > src/x
+printf 'c=$(cat)\ncase "$c" in FAIL*) exit 3;; esac\necho "gen:$c"\n' > gen.sh
+printf '[app "gen"]\n\tsource = src\n\tdeclare = exec sh ../gen.sh\n\ttarget = dir:gen\n' > tend.conf
+TEND_FAILPOINTS='rename@1=kill' "$TEND" sync >/dev/null 2>&1
+[ $? = 137 ] || fail "the failpoint should kill the first apply"
+expect_gone gen/x
+echo FAIL > src/x
+run sync; expect_rc 1 "the declaration fails"
+run check; expect_rc 1 "check: the interrupted apply is unsettled"
+expect_in "$OUT" "drift gen/x: a failed or interrupted apply" "check names it"
+echo y > src/x
+run sync; expect_rc 0 "the declaration succeeds again"
+expect_file gen/x gen:y
+run check; expect_rc 0 "settled"
+run plan; expect_rc 0 "nothing pending"
 finish
