@@ -284,6 +284,23 @@ full_marked(struct tend_txn *txn, const char *app)
 	return tend_store_get(txn, TEND_T_META, key, strlen(key), &v) == 0;
 }
 
+/* The delete brake, once `trip` says whether this pass's vanished items
+ * are too many: their deletes are held (the pass reports them) unless
+ * --allow-delete or an approve released them. Full and partial passes
+ * trip it their own way. */
+static void
+brake(struct run *r, struct tend_app_result *res,
+    const struct tend_sync_opts *o, bool trip)
+{
+	res->brake = trip && r->nvanished;
+	if (trip && !o->allow_delete && r->nvanished) {
+		res->held_deletes = r->nvanished;
+		r->hold = true;
+		held_sources(res, r);
+	} else
+		res->gone_items = r->nvanished;
+}
+
 int
 tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
     const struct tend_sync_opts *o, struct tend_app_result *res)
@@ -374,13 +391,7 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	else
 		trip = (r.nvanished * 2 > nprev && r.nvanished >= 20) ||
 		    (r.nitems == 0 && nprev > 0);
-	res->brake = trip && r.nvanished;
-	if (trip && !o->allow_delete && r.nvanished) {
-		res->held_deletes = r.nvanished;
-		r.hold = true;
-		held_sources(res, &r);
-	} else
-		res->gone_items = r.nvanished;
+	brake(&r, res, o, trip);
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
 	current_run = &r;
 	/* a git target makes one commit per pass: one batch */
@@ -751,13 +762,7 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	bool trip = app->max_delete >= 0
 	    ? r.nvanished > (size_t)app->max_delete
 	    : r.nvanished * 2 > nprev && r.nvanished >= 20;
-	res->brake = trip && r.nvanished;
-	if (trip && !o->allow_delete && r.nvanished) {
-		res->held_deletes = r.nvanished;
-		r.hold = true;
-		held_sources(res, &r);
-	} else
-		res->gone_items = r.nvanished;
+	brake(&r, res, o, trip);
 	struct partial pa = {&r};
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
 	current_run = &r;
