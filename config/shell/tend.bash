@@ -17,10 +17,15 @@ _tend_conf() {
 	return 1
 }
 
+# the [app "NAME"] names of a tend.conf
+_tend_apps_in() {
+	sed -n 's/^[[:space:]]*\[app[[:space:]]*"\([^"]*\)"[[:space:]]*\].*/\1/p' "$1" 2>/dev/null
+}
+
 _tend_apps() {
 	local conf
 	conf=$(_tend_conf "$1") || return 0
-	sed -n 's/^[[:space:]]*\[app[[:space:]]*"\([^"]*\)"[[:space:]]*\].*/\1/p' "$conf"
+	_tend_apps_in "$conf"
 }
 
 # an option that takes its value after '=' gets no space after it
@@ -82,7 +87,7 @@ _tend() {
 	sync | plan | ls | check | drop)
 		local apps
 		if [ -n "$conf" ]; then
-			apps=$(sed -n 's/^[[:space:]]*\[app[[:space:]]*"\([^"]*\)"[[:space:]]*\].*/\1/p' "$conf" 2>/dev/null)
+			apps=$(_tend_apps_in "$conf")
 		else
 			apps=$(_tend_apps "$dir")
 		fi
