@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "blobids.h"
 #include "fs.h"
 #include "pack.h"
 #include "tend/arena.h"
@@ -165,6 +166,10 @@ struct git_handler {
 	git_repository *check_repo;
 	git_oid check_tip;
 	git_tree *check_tree;
+	/* the pairs of blobs check read and found right (blobids.h), noted
+	 * in the state directory check_state */
+	struct tend_buf checked;
+	char *check_state;
 };
 
 enum akind { A_OPEN, A_DROP, A_PUT, A_DEL, A_TAG, A_UNTAG };
@@ -190,6 +195,10 @@ handler_destroy(struct tend_handler *base)
 {
 	struct git_handler *h = (struct git_handler *)(void *)base;
 
+	tend_blobids_note(h->check_state, (void *)h->checked.ptr,
+	    h->checked.len / sizeof(struct tend_blobid));
+	tend_buf_release(&h->checked);
+	free(h->check_state);
 	git_tree_free(h->check_tree);
 	git_repository_free(h->check_repo);
 	free(h->repo);
@@ -1857,6 +1866,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	}
 	size_t nput = 0;
 	bool put_spec = false;
+	struct tend_buf written = TEND_BUF_INIT; /* blobids.h pairs */
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct git_action *a = acts[i];
 
@@ -1881,6 +1891,13 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 				break;
 			ups[k].u.action = GIT_TREE_UPDATE_UPSERT;
 			ups[k].u.filemode = (git_filemode_t)a->gitmode;
+			if (a->gitmode != GIT_FILEMODE_LINK) {
+				struct tend_blobid b;
+
+				memcpy(b.id, ups[k].u.id.id, sizeof b.id);
+				b.fp = a->e.fp;
+				tend_buf_put(&written, &b, sizeof b);
+			}
 		} else
 			ups[k].u.action = GIT_TREE_UPDATE_REMOVE;
 		nentries++;
@@ -1927,6 +1944,10 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	if (use_pack)
 		packer_stop(&pk);
 	free(packed);
+	/* the blobs are written, whatever became of the commit */
+	tend_blobids_note(tend_context_get(ctx, "state"), (void *)written.ptr,
+	    written.len / sizeof(struct tend_blobid));
+	tend_buf_release(&written);
 	if (rc) {
 		for (size_t i = 0; i < n; i++)
 			if (acts[i]->kind == A_PUT || acts[i]->kind == A_DEL)
@@ -2052,6 +2073,29 @@ check_tree(struct git_handler *h, const git_oid *tip)
 	return rc;
 }
 
+/*
+ * Is the entry e, with the record's mode, a blob known to have the
+ * record's content (blobids.h)? Then check need not read it.
+ */
+static bool
+fast_match(struct git_handler *h, struct tend_context *ctx,
+    const git_tree_entry *e, const struct tend_bytes *record)
+{
+	const char *state = tend_context_get(ctx, "state");
+	unsigned mode = (unsigned)record->data[17] |
+	    (unsigned)record->data[18] << 8 |
+	    (unsigned)record->data[19] << 16;
+	struct tend_fp fp;
+
+	if (state && !h->check_state)
+		h->check_state = tend_xstrdup(state);
+	if (!state || mode == GIT_FILEMODE_LINK ||
+	    (unsigned)git_tree_entry_filemode(e) != mode)
+		return false;
+	memcpy(fp.b, record->data + 1, sizeof fp.b);
+	return tend_blobids_match(state, git_tree_entry_id(e), &fp);
+}
+
 static int
 entries_check(struct tend_handler *base, struct tend_context *ctx,
     const struct tend_key *key, const struct tend_bytes *record,
@@ -2081,6 +2125,8 @@ entries_check(struct tend_handler *base, struct tend_context *ctx,
 		tend_buf_printf(why, "cannot read %s", h->ref);
 	} else if (git_tree_entry_bypath(&e, h->check_tree, path.ptr)) {
 		tend_buf_printf(why, "missing from %s", h->ref);
+	} else if (fast_match(h, ctx, e, record)) {
+		rc = 0; /* a blob known to have the recorded content */
 	} else if (git_blob_lookup(&b, repo, git_tree_entry_id(e))) {
 		tend_buf_puts(why, "not a blob");
 	} else {
@@ -2110,6 +2156,13 @@ entries_check(struct tend_handler *base, struct tend_context *ctx,
 			    (unsigned)git_tree_entry_filemode(e), mode);
 		else
 			rc = 0;
+		if (rc == 0 && mode != GIT_FILEMODE_LINK && h->check_state) {
+			struct tend_blobid p;
+
+			memcpy(p.id, git_tree_entry_id(e)->id, sizeof p.id);
+			p.fp = fp;
+			tend_buf_put(&h->checked, &p, sizeof p);
+		}
 	}
 	git_error_clear();
 	git_blob_free(b);
