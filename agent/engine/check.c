@@ -175,13 +175,16 @@ visit(struct tend_engine *eng, const char *app, bool check,
 				    &item.parent);
 				struct tend_key key;
 
-				if (si.pending) {
-					si.drift = "a failed or interrupted "
-						   "apply: the next sync "
-						   "retries it";
-				} else if (h && h->ops->check &&
+				/* an unsettled state (its apply failed or
+				 * was interrupted, or only its settle was)
+				 * is right if its target holds the newest
+				 * record: what the last pass wrote */
+				bool asked = false;
+
+				if (h && h->ops->check && si.record &&
 				    tend_key_decode(&key, item.key, item.keylen,
 					NULL, &w.arena) == 0) {
+					asked = true;
 					struct tend_bytes rec = {si.record,
 					    si.len};
 					int r = h->ops->check(h, &eng->ctx, &key,
@@ -191,6 +194,12 @@ visit(struct tend_engine *eng, const char *app, bool check,
 					else if (r)
 						si.drift = tend_error_last();
 				}
+				/* (a pending delete is not known done, nor
+				 * what no check was asked about) */
+				if (si.pending && (si.drift || !asked))
+					si.drift = "a failed or interrupted "
+						   "apply: the next sync "
+						   "retries it";
 				if (si.drift && ndrift)
 					(*ndrift)++;
 			}

@@ -219,4 +219,37 @@ run sync; expect_rc 0 "the declaration succeeds again"
 expect_file gen/x gen:y
 run check; expect_rc 0 "settled"
 run plan; expect_rc 0 "nothing pending"
+# the pass's sinks wrote, then its settle failed: the states are unsettled
+# but their targets hold what the pass wrote; check reads them and finds
+# no drift (it used to say "a failed or interrupted apply" of bytes that
+# were right), a changed target is still drift, and the next sync
+# settles them. (The first settling commit is the container's, the
+# second the files'.)
+for target in dir git; do
+	rm -rf .tend out src repo.git && mkdir src && git init -q --bare repo.git
+	printf 'one\n' > src/a.md; printf 'two\n' > src/b.md
+	if [ $target = dir ]; then
+		printf '[app "site"]\n\tsource = src\n\ttarget = dir:out\n' > tend.conf
+	else
+		printf '[app "site"]\n\tsource = src\n\ttarget = git:repo.git\n\tref = refs/heads/pages\n' > tend.conf
+	fi
+	body() { if [ $target = dir ]; then cat "out/$1"; else git -C repo.git show "refs/heads/pages:$1"; fi; }
+	TEND_FAILPOINTS='lmdb-commit~settle@2' run sync
+	expect_rc 1 "$target: the settle fails"
+	[ "$(body a.md)" = one ] || fail "$target: the pass wrote a.md"
+	run status
+	expect_in "$OUT" "site: 3 target states, 2 unsettled" "$target: status: unsettled"
+	run check; expect_rc 0 "$target: check: unsettled and right is no drift"
+	expect_in "$OUT" "no drift" "$target: check says so"
+	if [ $target = dir ]; then
+		printf 'changed\n' > out/b.md
+		run check; expect_rc 1 "$target: check: unsettled and changed is drift"
+		expect_in "$OUT" "drift out/b.md: a failed or interrupted apply" "$target: check names it"
+	fi
+	run sync; expect_rc 0 "$target: the next sync"
+	[ "$(body b.md)" = two ] || fail "$target: b.md after the next sync"
+	run status
+	expect_in "$OUT" "site: 3 target states, 0 unsettled" "$target: status: settled"
+	run check; expect_rc 0 "$target: settled"
+done
 finish
