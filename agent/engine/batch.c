@@ -822,12 +822,14 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 				cidset_add(&pass->blocked, &p->prov->id);
 		}
 	}
-	if ((rc = tend_store_write_settle(eng->st, commit_body, b)))
-		goto out;
+	rc = tend_store_write_settle(eng->st, commit_body, b);
 	for (size_t i = 0; i < b->n; i++) {
 		struct tend_comp *c = b->comps[i];
 
-		fulfil(eng, pass, c);
+		if (rc == 0)
+			fulfil(eng, pass, c);
+		/* what the sinks did is on disk even when its settle
+		 * failed (the records stay pending): the report says it */
 		for (size_t j = 0; j < c->nplans; j++) {
 			struct plan *p = &c->plans[j];
 
@@ -843,6 +845,8 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 			if (wants(eng, k))
 				plan_event(eng, c, p, k);
 		}
+		if (rc)
+			continue;
 		count_outcome(pass, c);
 		if (c->status_out)
 			*c->status_out = c->failed || c->any_failed
@@ -851,8 +855,9 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 			pass->root_done = true;
 		schedule_gc(eng, pass, c);
 	}
+	if (rc)
+		goto out;
 	clear_refs(pass);
-	rc = 0;
 out:
 	pass->batch = NULL;
 	pass->nbatch = 0;

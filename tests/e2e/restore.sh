@@ -236,6 +236,7 @@ for target in dir git; do
 	body() { if [ $target = dir ]; then cat "out/$1"; else git -C repo.git show "refs/heads/pages:$1"; fi; }
 	TEND_FAILPOINTS='lmdb-commit~settle@2' run sync
 	expect_rc 1 "$target: the settle fails"
+	expect_in "$OUT" "site: 2 created" "$target: the report counts what the sink wrote"
 	[ "$(body a.md)" = one ] || fail "$target: the pass wrote a.md"
 	run status
 	expect_in "$OUT" "site: 3 target states, 2 unsettled" "$target: status: unsettled"
