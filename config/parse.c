@@ -344,7 +344,43 @@ struct ctx {
 	const char *file;
 	struct tend_diags *d;
 	struct tend_config *cfg;
+	/* the single-valued keys set so far: (app index or -1 for [tend],
+	 * option index, line) */
+	struct set_key {
+		long app;
+		size_t opt;
+		int line;
+	} *set;
+	size_t nset;
 };
+
+/*
+ * A single-valued key given a second time in the same section (or in a
+ * repeated [app "NAME"] section, which merges into the first): git config
+ * would keep the last silently; tend names both lines. 0 if it is the
+ * first time, or repeatable.
+ */
+static int
+set_twice(struct ctx *x, const void *base, size_t opt, int line,
+    const char *fullkey)
+{
+	long app = base == x->cfg ? -1
+				  : (long)((const struct tend_app_config *)base -
+					x->cfg->apps);
+
+	if (opts[opt].type == V_STRV || opts[opt].type == V_TAG)
+		return 0;
+	for (size_t i = 0; i < x->nset; i++)
+		if (x->set[i].app == app && x->set[i].opt == opt) {
+			diag(x->d, x->file, line, fullkey, "given twice (line "
+			    "%d sets it already): one value per key",
+			    x->set[i].line);
+			return -1;
+		}
+	x->set = xrealloc(x->set, (x->nset + 1) * sizeof *x->set);
+	x->set[x->nset++] = (struct set_key){app, opt, line};
+	return 0;
+}
 
 /*
  * Why `name` is not a ref name git accepts, or NULL: git
@@ -662,6 +698,8 @@ entry(struct ctx *x, const char *section, const char *sub, const char *key,
 			int *at = base == x->cfg ? NULL
 							 : key_line(base, opts[i].off);
 
+			if (set_twice(x, base, i, line, fullkey))
+				return;
 			if (store(x, &opts[i], base, value, line, fullkey) ==
 				0 &&
 			    at)
@@ -1309,7 +1347,7 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
     const char *root, struct tend_config *out, struct tend_diags *diags)
 {
 	struct lex l = {buf, buf + len, 1};
-	struct ctx x = {origin, diags, out};
+	struct ctx x = {origin, diags, out, NULL, 0};
 	char *section = NULL, *sub = NULL;
 	size_t before = diags->n;
 
@@ -1588,6 +1626,7 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 		}
 	}
 	app_checks(out, origin, root, diags);
+	free(x.set);
 	if (diags->n > before) {
 		tend_config_finish(out);
 		return -1;

@@ -306,4 +306,19 @@ cat > tend.conf <<'CONF'
 	declare = "exec grep \"a b\""
 CONF
 run sync; expect_rc 0 "the advice works"; expect_file qout/f "a b"
+# a single-valued key given twice (here in a repeated section, which
+# merges into the first) was the last one silently: both lines are named,
+# nothing is written; repeatable keys stay repeatable
+rm -rf out .tend
+cat > tend.conf <<'CONF'
+[app "twice"]
+	source = src
+	target = dir:out-a
+	exclude = x
+[app "twice"]
+	target = dir:out-b
+	exclude = y
+CONF
+refused_everywhere "a key given twice" "tend.conf:6: app.twice.target: given twice (line 3 sets it already)"
+expect_gone out-a; expect_gone out-b
 finish
