@@ -291,6 +291,19 @@ put_name(struct tend_buf *out, const char *s, size_t n)
 	}
 }
 
+char *
+tend_event_failure(const struct tend_event *ev)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+
+	if (ev->kind == TEND_EV_ACTION_FAILED && ev->provider) {
+		tend_display_path(&b, ev->provider, ev->key);
+		tend_buf_puts(&b, ": ");
+	}
+	tend_buf_puts(&b, ev->error && *ev->error ? ev->error : "failed");
+	return tend_buf_detach(&b, NULL);
+}
+
 void
 tend_display_path(struct tend_buf *out, const char *provider, const char *key)
 {

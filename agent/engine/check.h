@@ -51,6 +51,9 @@ bool tend_event_counts(const struct tend_event *ev);
  */
 void tend_display_path(struct tend_buf *out, const char *provider,
     const char *key);
+/* A failure event as one line: "PATH: why" (an action's), or "why" (a
+ * declaration's). A heap string. */
+char *tend_event_failure(const struct tend_event *ev);
 /*
  * The same spelling from a tracked state's path (tend_state_info.path:
  * "/@tend/git/(\"repo\", ...)/docs/a"), with a directory container as

@@ -378,6 +378,8 @@ on_event(const struct tend_event *ev, void *arg)
 		break;
 	case TEND_EV_ACTION_FAILED:
 		c->failed++;
+		if (!c->first_err)
+			c->first_err = tend_event_failure(ev);
 		if (c->last_err && strcmp(c->last_err, ev->error) == 0 &&
 		    !c->verbose) {
 			c->same_err++;
@@ -393,6 +395,8 @@ on_event(const struct tend_event *ev, void *arg)
 		break;
 	case TEND_EV_COMPONENT_ERROR:
 		c->errors++;
+		if (!c->first_err)
+			c->first_err = tend_event_failure(ev);
 		/* the two sides of a conflict say the same: once is enough */
 		if (c->last_comp_err && strcmp(c->last_comp_err, ev->error) == 0)
 			break;

@@ -48,6 +48,7 @@ struct cli {
 	char *last_err;
 	uint64_t same_err;
 	char *last_comp_err;
+	char *first_err; /* the app's first failure, for status and --json */
 	/* plan: what it found, over every app */
 	uint64_t plan_ops[3]; /* create, update, delete */
 	uint64_t plan_held, plan_failed, plan_strays;

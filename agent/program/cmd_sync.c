@@ -319,7 +319,8 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			    .held_deletes = res.held_deletes,
 			    .files = res.files, .read = res.hashed,
 			    .links_skipped = res.links_skipped,
-			    .error = app_error ? tend_error_last() : NULL};
+			    .error = app_error ? tend_error_last()
+					       : c->first_err};
 
 			tend_buf_putc(&lp.text, '{');
 			tend_pass_json(&lp.text, &p);
@@ -338,6 +339,8 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			tend_buf_release(&lp.text);
 		}
 		shown++;
+		free(c->first_err);
+		c->first_err = NULL;
 		tend_app_result_finish(&res);
 	}
 	if (preview) {

@@ -170,6 +170,7 @@ struct pass_ctx {
 	struct agent *a;
 	uint64_t created, updated, deleted, failed, errors;
 	char *last_err; /* the log says why, once per reason in a row */
+	char *first_err; /* the pass's first failure, for status */
 	bool preview;		/* collecting a plan */
 	/* the plan's actions: JSON members, and whether each is a delete */
 	char **plan;
@@ -235,6 +236,8 @@ pass_failure(struct pass_ctx *pc, const struct tend_event *ev)
 		logf_(pc->a, 0, "%s: %s: %s", ev->app, path.ptr, err);
 	} else
 		logf_(pc->a, 0, "%s: %s", ev->app, err);
+	if (!pc->first_err)
+		pc->first_err = tend_event_failure(ev);
 	tend_buf_release(&path);
 }
 
@@ -477,7 +480,7 @@ run_passes(struct agent *a, bool all)
 		     * messages said; an error of the app is news */
 		    .error = rc && (res.error || res.held_deletes ||
 				       (!pc.failed && !pc.errors))
-			? tend_error_last() : NULL};
+			? tend_error_last() : pc.first_err};
 		struct tend_buf pj = TEND_BUF_INIT;
 		tend_pass_json(&pj, &ps);
 		free(s->last);
@@ -488,6 +491,7 @@ run_passes(struct agent *a, bool all)
 		tend_buf_printf(&line, ", \"seq\": %llu, %s}\n",
 		    (unsigned long long)a->passes, pj.ptr);
 		tend_buf_release(&pj);
+		free(pc.first_err);
 		/* whole: cut short, it would not be JSON */
 		tend_buf_reset(&a->last_summary);
 		tend_buf_put(&a->last_summary, line.ptr, line.len - 1);

@@ -143,6 +143,15 @@ expect_not_in "$OUT" '{"' "status prints no raw JSON"
 printf '%s\n' "$OUT" | grep -Eq 'last pass [0-9]{2}:[0-9]{2}:[0-9]{2}, [0-9]+ s ago' || fail "status: a local time and an age: $OUT"
 run status --json
 jcheck "$OUT" '[a for a in d["apps"] if a["app"] == "shout"][0]["last"]["errors"] == 1' "status --json: errors 1"
+# the first failure's message is kept with the pass: status and --json
+# say what failed, not only how many (they had only the count)
+jcheck "$OUT" '"exit status 3" in [a for a in d["apps"] if a["app"] == "shout"][0]["last"]["error"]' "status --json: the error"
+printf 'u\n' > src/unread
+TEND_FAILPOINTS='read~unread' run sync --json site; expect_rc 1 "sync --json with an unreadable file"
+jcheck "$OUT" 'd["apps"][0]["result"]["error"] == "src/unread: cannot read: Input/output error"' "sync --json names the file and why"
+run status
+expect_in "$OUT" "  error: src/unread: cannot read: Input/output error" "status names it"
+rm src/unread; run sync -q site; expect_rc 0 "site again"
 sed -i '/\[app "shout"\]/,$d' tend.conf
 
 # ---- 5. with an agent: status and sync print text; sync --json is one
@@ -198,6 +207,14 @@ PY
 flock -n .tend/write.lock true && fail "the agent does not hold .tend/write.lock"
 grep -q '`.tend/write.lock`' "$HERE/../../docs/agent.md" || fail "docs/agent.md names .tend/write.lock"
 stop_agent
+# an agent's failed pass: its first failure in status too
+TEND_FAILPOINTS='read~bad' "$TEND" watch 2>"$WS/agent.err" &
+AGENT=$!
+$CTL ready || fail "agent ready"
+$CTL until "'$TEND' status --json | grep -q 'src/bad: cannot read'" -- 'printf "b\n" > src/bad' ||
+	fail "the agent's pass failure in status: $("$TEND" status)"
+stop_agent
+rm src/bad; run sync -q; expect_rc 0 "without src/bad"
 # -q: no line per pass, only errors
 start_agent -q
 $CTL until '[ -f out/q ]' -- 'printf "q\n" > src/q' || fail "a pass with -q"
