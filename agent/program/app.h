@@ -44,6 +44,10 @@ struct tend_ws {
 	struct tend_config cfg;
 	struct tend_engine *eng;
 	int wlock; /* state/write.lock + 1 while held (0: not held) */
+	/* a command that writes nothing (plan, ls, check, status): where
+	 * there is no store yet it works on an empty one in a scratch
+	 * directory, removed with the workspace, and creates no state */
+	bool readonly, scratch;
 	/* source items whose declaration conflicted with another's, by
 	 * app: a partial pass runs them again (one of the two may be gone) */
 	struct tend_conflicts {

@@ -127,6 +127,7 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		return rc;
 	/* a running agent commits what it settled before we read it */
 	tend_agent_settle(ws->state_dir);
+	ws->readonly = true;
 	if ((rc = tend_ws_open(ws))) {
 		say_error("%s", tend_error_last());
 		return EXIT_FAIL;
@@ -256,6 +257,7 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 	if (tend_agent_request(ws->state_dir, "status", &reply, false) == 0)
 		agent = tend_json_parse(reply.ptr, reply.len, NULL, 0);
 	tend_buf_release(&reply);
+	ws->readonly = true;
 	if ((rc = tend_ws_open(ws)) ||
 	    (rc = tend_ws_tracked_apps(ws, &tracked, &ntracked))) {
 		say_error("%s", tend_error_last());

@@ -268,6 +268,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 	}
 	if (!preview && (rc = writer_open(ws, "tend sync")))
 		return rc;
+	ws->readonly = preview;
 	if (preview && (rc = tend_ws_open(ws))) {
 		say_error("%s", tend_error_last());
 		return EXIT_FAIL;

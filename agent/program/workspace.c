@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 
 #include "fs.h"
 #include "inspect.h"
@@ -250,6 +251,29 @@ tend_ws_open(struct tend_ws *ws)
 
 	if (ws->eng)
 		return 0;
+	if (ws->readonly && !ws->scratch) {
+		struct tend_buf p = TEND_BUF_INIT;
+		struct stat st;
+
+		tend_buf_printf(&p, "%s/store/data.mdb", ws->state_dir);
+		if (stat(p.ptr, &st) != 0 && errno == ENOENT) {
+			const char *tmp = getenv("TMPDIR");
+
+			tend_buf_reset(&p);
+			tend_buf_printf(&p, "%s/tend-empty-XXXXXX",
+			    tmp && *tmp ? tmp : "/tmp");
+			if (!mkdtemp(p.ptr)) {
+				rc = tend_error_set(TEND_ERROR, "%s: %s", p.ptr,
+				    strerror(errno));
+				tend_buf_release(&p);
+				return rc;
+			}
+			free(ws->state_dir);
+			ws->state_dir = tend_buf_detach(&p, NULL);
+			ws->scratch = true;
+		}
+		tend_buf_release(&p);
+	}
 	if ((rc = tend_engine_open(&ws->eng, ws->state_dir, NULL)))
 		return rc;
 	tend_engine_set_component_hooks(ws->eng, &comp_hooks, ws);
@@ -404,6 +428,8 @@ tend_ws_close(struct tend_ws *ws)
 	tend_config_finish(&ws->cfg);
 	free(ws->root);
 	free(ws->conf_path);
+	if (ws->scratch)
+		rm_tree(ws->state_dir);
 	free(ws->state_dir);
 	memset(ws, 0, sizeof *ws);
 }

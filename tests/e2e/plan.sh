@@ -18,6 +18,15 @@ cat > tend.conf <<'CONF'
 	manifest = true
 CONF
 i=1; while [ $i -le 30 ]; do echo $i > src/f$i; i=$((i+1)); done
+# in a workspace never synced, the commands that write nothing create
+# nothing either (they made .tend/store, staging and tmp): plan runs the
+# exec declarations in a scratch directory, removed after
+for cmd in plan "sync -n" "plan --json" status ls check; do
+	"$TEND" $cmd >/dev/null 2>&1
+	[ -e .tend ] && fail "tend $cmd created .tend: $(ls -a .tend)"
+done
+run plan; expect_rc 3 "plan before the first sync"
+expect_in "$OUT" "+ idx index.txt" "plan shows the aggregate from its exec"
 run sync; expect_rc 0 "first sync"
 # `exec cat` on an aggregate is `cat "$@"`: every source, in path order
 [ "$(wc -l < index.txt)" = 30 ] || fail "exec cat wrote $(wc -l < index.txt) lines, want 30"
