@@ -1,0 +1,106 @@
+#!/bin/sh
+# bench/scale.sh [N ...] - how tend's costs grow with the workspace, beside
+# rsync, in one run per size (default: 10000 100000; the issue's figure is
+# 1000000). Each size is a tree of N small files (60-200 bytes) in N/1000
+# directories of 1000, generated here. Per size:
+#   cold sync (one run each), no-op re-sync and 10 files changed (medians
+#   of RUNS, hyperfine), tend status and tend ls (medians), the peak RSS of
+#   each tend command (/usr/bin/time: all of it, and the part that is the
+#   store's mapped pages, which the kernel can drop at will), and the
+#   store's bytes per tracked state.
+# Needs: hyperfine, rsync, python3, GNU time, a built tend (TEND=).
+set -eu
+RUNS=${RUNS:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+TEND=${TEND:-$here/../build/agent/tend}
+TEND=$(cd "$(dirname "$TEND")" && pwd)/$(basename "$TEND")
+[ $# -gt 0 ] || set -- 10000 100000
+OUT=${BENCH_OUT:-/tmp/tend-bench-scale.txt}
+: > "$OUT"
+
+gen() { # DIR N: N files of 60-200 bytes, 1000 per directory
+	python3 - "$1" "$2" <<'PY'
+import os, random, sys
+root, n = sys.argv[1], int(sys.argv[2])
+rng = random.Random(n)
+for i in range(n):
+    d = os.path.join(root, "d%04d" % (i // 1000))
+    if i % 1000 == 0:
+        os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%07d.txt" % i), "w") as f:
+        f.write("file %d\n" % i + "x" * rng.randrange(50, 190) + "\n")
+PY
+}
+
+# peak RSS in MiB of a command: total, and of its anonymous memory (the
+# rest is the store's pages mapped from the page cache), sampled
+rss() {
+	python3 - "$@" <<'PY'
+import os, subprocess, sys, time
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+anon = 0
+while p.poll() is None:
+    try:
+        for line in open("/proc/%d/status" % p.pid):
+            if line.startswith("RssAnon:"):
+                anon = max(anon, int(line.split()[1]))
+    except OSError:
+        pass
+    time.sleep(0.02)
+import resource
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print("%.0f %.0f" % (peak / 1024, anon / 1024))
+PY
+}
+
+for N in "$@"; do
+	W=${BENCH_DIR:-/tmp/tend-bench-scale}-$N
+	rm -rf "$W"; mkdir -p "$W"; cd "$W"
+	gen src "$N"
+	printf '[app "m"]\n\tsource = src\n\ttarget = dir:out\n' > tend.conf
+	sleep 0.1
+	hyperfine -N --style none --runs 1 --export-json cold.json \
+		--prepare "rm -rf out .tend rdst" \
+		-n tend "$TEND sync -q" -n rsync "rsync -a --delete src/ rdst/" \
+		>/dev/null
+	"$TEND" sync -q; rsync -a --delete src/ rdst/
+	hyperfine -N --style none --runs "$RUNS" --warmup 1 --export-json noop.json \
+		-n tend "$TEND sync -q" -n rsync "rsync -a --delete src/ rdst/" \
+		>/dev/null
+	echo 0 > .round
+	hyperfine -N --style none --runs "$RUNS" --warmup 1 --export-json changed.json \
+		--prepare "sh -c 'r=\$(cat .round); echo \$((r+1)) > .round; for k in 0 1 2 3 4 5 6 7 8 9; do echo \$r >> src/d0000/f000000\$k.txt; done'" \
+		-n tend "$TEND sync -q" -n rsync "rsync -a --delete src/ rdst/" \
+		>/dev/null
+	hyperfine -N --style none --runs "$RUNS" --warmup 1 --export-json show.json \
+		-n status "$TEND status" -n ls "$TEND ls" >/dev/null
+	rm -rf out .tend
+	cold_rss=$(rss "$TEND" sync -q)
+	noop_rss=$(rss "$TEND" sync -q)
+	status_rss=$(rss "$TEND" status)
+	ls_rss=$(rss "$TEND" ls)
+	store=$(stat -c %s .tend/store/data.mdb)
+	diff -r src out >/dev/null && same=yes || same=NO
+	python3 - "$N" "$store" "$same" "$cold_rss" "$noop_rss" "$status_rss" \
+	    "$ls_rss" >>"$OUT" <<'PY'
+import json, statistics, sys
+n, store, same = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+rss = [a.split() for a in sys.argv[4:8]]
+def med(f):
+    return {r["command"]: statistics.median(r["times"])
+            for r in json.load(open(f))["results"]}
+c, o, ch, sh = med("cold.json"), med("noop.json"), med("changed.json"), med("show.json")
+print(f"{n} files: cold {c['tend']:.2f} s vs rsync {c['rsync']:.2f} s "
+      f"({c['tend']/c['rsync']:.2f}x); no-op {o['tend']:.3f} vs "
+      f"{o['rsync']:.3f} ({o['tend']/o['rsync']:.2f}x); 10 changed "
+      f"{ch['tend']:.3f} vs {ch['rsync']:.3f} ({ch['tend']/ch['rsync']:.2f}x); "
+      f"status {sh['status']*1000:.1f} ms; ls {sh['ls']:.2f} s; store "
+      f"{store/n:.0f} B/state ({store/1e6:.0f} MB); peak RSS MiB "
+      f"(total/anon): cold {rss[0][0]}/{rss[0][1]}, no-op {rss[1][0]}/"
+      f"{rss[1][1]}, status {rss[2][0]}/{rss[2][1]}, ls {rss[3][0]}/"
+      f"{rss[3][1]}; out == src: {same}")
+PY
+	tail -1 "$OUT"
+	cd /; rm -rf "$W"
+done
