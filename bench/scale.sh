@@ -81,12 +81,46 @@ for N in "$@"; do
 	status_rss=$(rss "$TEND" status)
 	ls_rss=$(rss "$TEND" ls)
 	store=$(stat -c %s .tend/store/data.mdb)
+	# the agent: caught up after a restart with 10 files changed while
+	# it was stopped (from its start to the last change visible), and
+	# its RSS once idle
+	agent=$(python3 - "$TEND" <<'PY'
+import os, subprocess, sys, time
+tend = sys.argv[1]
+paths = ["d0000/f000000%d.txt" % k for k in range(10)]
+for p in paths:
+    with open("src/" + p, "a") as f:
+        f.write("restart\n")
+want = [open("src/" + p, "rb").read() for p in paths]
+t0 = time.monotonic()
+a = subprocess.Popen([tend, "watch", "-q"], stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+def caught_up():
+    for p, w in zip(paths, want):
+        try:
+            if open("out/" + p, "rb").read() != w:
+                return False
+        except OSError:
+            return False
+    return True
+while not caught_up():
+    time.sleep(0.002)
+t = time.monotonic() - t0
+time.sleep(2)
+st = {l.split(":")[0]: int(l.split()[1]) for l in open("/proc/%d/status" % a.pid)
+      if l.startswith(("VmRSS", "RssAnon"))}
+a.terminate()
+a.wait()
+print("%.3f %.0f %.0f" % (t, st["VmRSS"] / 1024, st["RssAnon"] / 1024))
+PY
+)
 	diff -r src out >/dev/null && same=yes || same=NO
 	python3 - "$N" "$store" "$same" "$cold_rss" "$noop_rss" "$status_rss" \
-	    "$ls_rss" >>"$OUT" <<'PY'
+	    "$ls_rss" "$agent" >>"$OUT" <<'PY'
 import json, statistics, sys
 n, store, same = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 rss = [a.split() for a in sys.argv[4:8]]
+catch, arss, aanon = sys.argv[8].split()
 def med(f):
     return {r["command"]: statistics.median(r["times"])
             for r in json.load(open(f))["results"]}
@@ -99,7 +133,9 @@ print(f"{n} files: cold {c['tend']:.2f} s vs rsync {c['rsync']:.2f} s "
       f"{store/n:.0f} B/state ({store/1e6:.0f} MB); peak RSS MiB "
       f"(total/anon): cold {rss[0][0]}/{rss[0][1]}, no-op {rss[1][0]}/"
       f"{rss[1][1]}, status {rss[2][0]}/{rss[2][1]}, ls {rss[3][0]}/"
-      f"{rss[3][1]}; out == src: {same}")
+      f"{rss[3][1]}; agent catch-up after a restart, 10 changed "
+      f"{float(catch):.3f} s ({float(catch)/o['rsync']:.2f}x the rsync no-op), "
+      f"idle RSS {arss}/{aanon} MiB; out == src: {same}")
 PY
 	tail -1 "$OUT"
 	cd /; rm -rf "$W"
