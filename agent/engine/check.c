@@ -304,23 +304,41 @@ tend_event_failure(const struct tend_event *ev)
 	return tend_buf_detach(&b, NULL);
 }
 
+/* An entry's key, under its attachment's "@NAME/" if it has one. */
+static void
+put_key(struct tend_buf *t, const char *att, const char *key)
+{
+	if (att)
+		tend_buf_printf(t, "%s/", att);
+	strip_quotes(t, key);
+}
+
 void
 tend_display_path(struct tend_buf *out, const char *provider, const char *key)
 {
-	struct tend_buf t = TEND_BUF_INIT;
+	struct tend_buf t = TEND_BUF_INIT, base = TEND_BUF_INIT;
+	/* an attachment's provider is its container's and "/@NAME": its
+	 * states read "CONTAINER/@NAME/KEY", as ls spells them */
+	const char *att = strrchr(provider, '/');
 
+	if (att && att[1] == '@' && !strpbrk(att, "\"()")) {
+		tend_buf_put(&base, provider, (size_t)(att - provider));
+		provider = base.ptr;
+		att++;
+	} else
+		att = NULL;
 	if (strcmp(provider, "@tend/dir") == 0) {
 		strip_quotes(&t, key);
 		tend_buf_putc(&t, '/');
 	} else if (strncmp(provider, "@tend/dir/", 10) == 0) {
 		strip_quotes(&t, provider + 10);
 		tend_buf_putc(&t, '/');
-		strip_quotes(&t, key);
+		put_key(&t, att, key);
 	} else if (strcmp(provider, "@tend/file") == 0)
-		strip_quotes(&t, key);
+		put_key(&t, att, key);
 	else if (strncmp(provider, "@tend/git/", 10) == 0) {
 		tend_buf_printf(&t, "git%s:", provider + 10);
-		strip_quotes(&t, key);
+		put_key(&t, att, key);
 	} else if (strcmp(provider, "@tend/git") == 0) {
 		tend_buf_printf(&t, "git%s", key);
 	}
@@ -335,10 +353,11 @@ tend_display_path(struct tend_buf *out, const char *provider, const char *key)
 		} else
 			tend_buf_puts(&t, provider);
 		tend_buf_putc(&t, '/');
-		strip_quotes(&t, key);
+		put_key(&t, att, key);
 	}
 	put_utf8(out, t.ptr, t.len);
 	tend_buf_release(&t);
+	tend_buf_release(&base);
 }
 
 /* The end of the tuple that starts `s` ("(\"repo\", \"refs/x\")..."), as

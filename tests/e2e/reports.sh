@@ -122,6 +122,17 @@ PLANPATH=$(printf '%s\n' "$OUT" | sed -n 's/^+ pages //p')
 [ "$PLANPATH" = 'git("repo", "refs/heads/pages", "site"):sub/new' ] || fail "plan's spelling of a git entry: $PLANPATH"
 run sync -q; expect_rc 0 "sync the git entry"
 run ls pages; expect_in "$OUT" "$PLANPATH " "ls spells a git entry as plan does"
+# and an attachment's entries (a manifest, a tag) too: plan spelled them
+# "out"/@manifest/.tend-manifest and git(...)/@tag:v1
+mkdir -p att/src att/r && echo a > att/src/a && git init -q --bare att/r
+printf '[app "m"]\n\tsource = src\n\ttarget = dir:out\n\tmanifest = true\n[app "t"]\n\tsource = src\n\ttarget = git:r\n\tref = refs/heads/main\n\ttag = v1\n' > att/tend.conf
+run -C att plan
+expect_in "$OUT" "+ m out/@manifest/.tend-manifest" "plan spells a manifest as ls does"
+expect_in "$OUT" '+ t git("r", "refs/heads/main", ""):@tag/v1' "plan spells a tag as ls does"
+run -C att sync -q; expect_rc 0 "attachments synced"
+run -C att ls
+expect_in "$OUT" "out/@manifest/.tend-manifest " "ls: the manifest"
+expect_in "$OUT" 'git("r", "refs/heads/main", ""):@tag/v1 ' "ls: the tag"
 
 # ---- 4. one vocabulary: a failed declaration is an error in sync and
 # status, text and JSON ----
