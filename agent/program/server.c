@@ -184,7 +184,59 @@ struct states_ctx {
 	size_t plen;
 	struct state_child *v;
 	size_t n, cap;
+	/* the children by name: indexes + 1 into v (0: empty), a power of
+	 * two at most half full. A level folds states as they come, so a
+	 * million states under three directories hold three children, not
+	 * a million rows until the sort. */
+	size_t *slot, nslot;
 };
+
+static size_t
+name_hash(const char *s, size_t len)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+	return (size_t)h;
+}
+
+/* The child named `name` (len bytes), added if new. */
+static struct state_child *
+child_of(struct states_ctx *sc, const char *name, size_t len)
+{
+	size_t i;
+
+	if (2 * (sc->n + 1) > sc->nslot) {
+		size_t nn = sc->nslot ? sc->nslot * 2 : 64;
+
+		free(sc->slot);
+		sc->slot = tend_xcalloc(nn, sizeof *sc->slot);
+		sc->nslot = nn;
+		for (size_t k = 0; k < sc->n; k++) {
+			i = name_hash(sc->v[k].name, strlen(sc->v[k].name)) &
+			    (nn - 1);
+			while (sc->slot[i])
+				i = (i + 1) & (nn - 1);
+			sc->slot[i] = k + 1;
+		}
+	}
+	i = name_hash(name, len) & (sc->nslot - 1);
+	for (; sc->slot[i]; i = (i + 1) & (sc->nslot - 1)) {
+		struct state_child *c = &sc->v[sc->slot[i] - 1];
+
+		if (strncmp(c->name, name, len) == 0 && !c->name[len])
+			return c;
+	}
+	if (sc->n == sc->cap) {
+		sc->cap = sc->cap ? sc->cap * 2 : 64;
+		sc->v = tend_xrealloc(sc->v, sc->cap * sizeof *sc->v);
+	}
+	sc->slot[i] = sc->n + 1;
+	sc->v[sc->n] = (struct state_child){.name = tend_xmemdup(name, len + 1)};
+	sc->v[sc->n].name[len] = '\0';
+	return &sc->v[sc->n++];
+}
 
 /*
  * A state's place in the dashboard's tree: its path as plan and ls spell
@@ -230,15 +282,14 @@ on_state_level(const struct tend_state_info *si, void *arg)
 		    si->container ? "true" : "false",
 		    si->pending ? "true" : "false");
 	}
-	if (sc->n == sc->cap) {
-		sc->cap = sc->cap ? sc->cap * 2 : 64;
-		sc->v = tend_xrealloc(sc->v, sc->cap * sizeof *sc->v);
-	}
-	sc->v[sc->n++] = (struct state_child){
-	    .name = tend_xmemdup(rest, nl + 1),
-	    .info = self ? tend_buf_detach(&info, NULL) : NULL,
-	    .count = self ? 0 : 1, .dir = dir};
-	sc->v[sc->n - 1].name[nl] = '\0';
+	struct state_child *c = child_of(sc, rest, nl);
+
+	if (self) {
+		free(c->info);
+		c->info = tend_buf_detach(&info, NULL);
+	} else
+		c->count++;
+	c->dir |= dir;
 	tend_buf_release(&info);
 	tend_buf_release(&path);
 }
@@ -276,36 +327,25 @@ states_reply(struct agent *a, const char *app, const char *prefix,
 	tend_buf_puts(out, ", \"prefix\": ");
 	tend_buf_json(out, prefix);
 	tend_buf_puts(out, ", \"children\": [");
-	for (size_t i = 0; i < sc.n;) {
+	for (size_t i = 0; i < sc.n; i++) {
 		struct state_child *c = &sc.v[i];
-		const char *info = NULL;
-		size_t count = 0, j = i;
-		bool dir = false;
 
-		/* merge a directory's entries and its own state */
-		for (; j < sc.n && strcmp(sc.v[j].name, c->name) == 0; j++) {
-			count += sc.v[j].count;
-			dir |= sc.v[j].dir;
-			if (sc.v[j].info)
-				info = sc.v[j].info;
-		}
 		total++;
 		if (listed < STATES_MAX) {
 			tend_buf_puts(out, listed++ ? ", {\"name\": "
 						    : "{\"name\": ");
 			tend_buf_json(out, c->name);
 			tend_buf_printf(out, ", \"dir\": %s, \"count\": %zu",
-			    dir ? "true" : "false", count);
-			if (info)
-				tend_buf_printf(out, ", %s", info);
+			    c->dir ? "true" : "false", c->count);
+			if (c->info)
+				tend_buf_printf(out, ", %s", c->info);
 			tend_buf_putc(out, '}');
 		}
-		for (; i < j; i++) {
-			free(sc.v[i].name);
-			free(sc.v[i].info);
-		}
+		free(c->name);
+		free(c->info);
 	}
 	free(sc.v);
+	free(sc.slot);
 	tend_buf_printf(out, "], \"total\": %zu, \"truncated\": %s", total,
 	    total > listed ? "true" : "false");
 	if (rc) {

@@ -188,7 +188,8 @@ run status --json
 jcheck "$OUT" 'd["agent"]["state"] == "watching" and d["apps"][0]["last"]["by"] == "agent"' "status --json beside the agent"
 # the dashboard's tree: the git target is one level, its entries below,
 # and a prefix and a name make plan's spelling
-python3 - "$WS/.tend/agent.sock" "$PLANPATH" <<'PY' || fail "the dashboard's tree spells a git path as plan does"
+NSITE=$("$TEND" ls site | wc -l)
+python3 - "$WS/.tend/agent.sock" "$PLANPATH" "$NSITE" <<'PY' || fail "the dashboard's tree spells a git path as plan does"
 import json, socket, sys
 def ask(cmd):
     s = socket.socket(socket.AF_UNIX)
@@ -202,6 +203,13 @@ def ask(cmd):
             break
         buf += data
     return json.loads(buf.split(b"\n")[0].decode("utf-8"))
+# a directory target is one child: its own state folded with the count
+# of the states below it
+site = ask({"cmd": "states", "app": "site"})
+out = [c for c in site["children"] if c["name"] == "out/"]
+if len(out) != 1 or not out[0]["dir"] or out[0].get("container") is not True \
+        or out[0]["count"] != int(sys.argv[3]) - 1 or site["total"] != 1:
+    sys.exit("the dir target's node: %r" % site)
 top = ask({"cmd": "states", "app": "pages"})["children"]
 names = [c["name"] for c in top]
 if names != ['git("repo", "refs/heads/pages", "site"):'] or not top[0]["dir"]:
