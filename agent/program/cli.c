@@ -150,10 +150,13 @@ static const struct {
 		 "  + create   ~ update   - delete   ! lossy/destructive "
 		 "container change\nNothing is applied or persisted. Exit "
 		 "status 3 when changes are pending.\n"},
-	{"ls", "usage: tend ls [--json] [APP]\n\n"
+	{"ls", "usage: tend ls [--json] [APP [PATH-PREFIX]]\n\n"
 	       "List tracked target states with their owning component and "
 	       "record,\nsorted by path (spelled as plan spells it). APP may "
-	       "be one that left\ntend.conf but is still tracked.\n"},
+	       "be one that left\ntend.conf but is still tracked. With "
+	       "PATH-PREFIX, only the states whose\npath starts with it "
+	       "(\"out/docs/\", \"git(\\\"repo\\\"\"): a page of a big "
+	       "workspace,\nheld in memory alone.\n"},
 	{"status", "usage: tend status [--json]\n\n"
 		   "The running agent, if any (its pid, state, start, passes, "
 		   "watches,\noverflows, queued changes and actions applied), "

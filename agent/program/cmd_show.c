@@ -49,7 +49,8 @@ struct ls_row {
 struct ls_ctx {
 	struct cli *c;
 	struct ls_row *v;
-	size_t n;
+	size_t n, cap;
+	const char *prefix; /* ls APP PATH-PREFIX: the rows kept */
 };
 
 static void
@@ -63,6 +64,11 @@ on_state(const struct tend_state_info *si, void *arg)
 		tend_buf_puthex(&rec, si->record,
 		    si->len > 17 ? 17 : si->len);
 	tend_state_display_path(&path, si->path, si->container);
+	if (l->prefix && strncmp(path.ptr, l->prefix, strlen(l->prefix))) {
+		tend_buf_release(&path);
+		tend_buf_release(&rec);
+		return;
+	}
 	if (l->c->json) {
 		tend_buf_puts(&line, "{\"path\": ");
 		tend_buf_json(&line, path.ptr);
@@ -89,7 +95,10 @@ on_state(const struct tend_state_info *si, void *arg)
 		put_readable(&line, si->component);
 		tend_buf_puts(&line, si->pending ? "  (pending)\n" : "\n");
 	}
-	l->v = tend_xrealloc(l->v, (l->n + 1) * sizeof *l->v);
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 64;
+		l->v = tend_xrealloc(l->v, l->cap * sizeof *l->v);
+	}
 	l->v[l->n].path = tend_buf_detach(&path, NULL);
 	l->v[l->n++].line = tend_buf_detach(&line, NULL);
 	tend_buf_release(&rec);
@@ -116,11 +125,15 @@ int
 cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 {
 	struct tend_buf out = TEND_BUF_INIT;
-	struct ls_ctx l = {c, NULL, 0};
+	struct ls_ctx l = {c, NULL, 0, 0, NULL};
 	unsigned drift = 0;
 	size_t shown = 0;
 	int rc;
 
+	if (!check && c->napps == 2) {
+		l.prefix = c->apps[1];
+		c->napps = 1;
+	}
 	if (c->napps > 1)
 		die_usage("%s takes at most one app", c->cmd);
 	if ((rc = check_app_names(c, ws, !check)))

@@ -116,6 +116,14 @@ PATHS=$(printf '%s\n' "$OUT" | awk '{print $1}')
 [ "$PATHS" = "$(printf '%s\n' "$PATHS" | LC_ALL=C sort)" ] || fail "ls is not sorted by path: $PATHS"
 expect_in "$OUT" 'out/c\td ' "ls escapes a tab as plan does"
 expect_in "$OUT" 'out/b\xff ' "ls escapes a byte that is not UTF-8"
+# ls APP PATH-PREFIX: the states under a prefix, as the whole list has them
+ALL=$OUT
+run ls site out/f; expect_rc 0 "ls site out/f"
+[ "$OUT" = "$(printf '%s\n' "$ALL" | grep '^out/f')" ] || fail "ls site out/f: $OUT"
+[ "$(printf '%s\n' "$OUT" | wc -l)" = 8 ] || fail "ls site out/f: 8 states, got: $OUT"
+run ls site out/nothing/; expect_rc 0 "ls of a prefix with nothing"; [ -z "$OUT" ] || fail "nothing under out/nothing/: $OUT"
+run ls --json site out/sub/
+jcheck "$OUT" '[s["path"] for s in d["states"]] == ["out/sub/m"]' "ls --json under a prefix"
 printf 'n\n' > src/sub/new
 run plan pages; expect_rc 3 "plan of a git entry"
 PLANPATH=$(printf '%s\n' "$OUT" | sed -n 's/^+ pages //p')
