@@ -264,6 +264,7 @@ stop_agent
 
 # tend watch --tui: agent and dashboard in one process; q stops both
 keys clear Enter
+wait_screen '^prompt\$ *$' "a clear screen before watch --tui"
 keys "'$TEND' watch --tui" Enter
 wait_screen "agent [0-9]+ watching" "watch --tui"
 TUI=$(pgrep -P "$($TM display -p -t top '#{pane_pid}')")
@@ -272,7 +273,12 @@ printf 'alpha three\n' > src/alpha
 wait_screen "~ site +out/alpha +source alpha changed" "watch --tui applies changes"
 keys q
 wait_screen '^prompt\$ *$' "shell prompt after watch --tui"
+# (the prompt is the shell's once the process has joined its agent; a
+# screen restored by the terminal is allowed a moment: a loaded ASan run
+# once saw the socket here)
+i=0; while [ -e .tend/agent.sock ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
 [ ! -e .tend/agent.sock ] || fail "watch --tui: the agent still runs after q"
+pgrep -f "$TEND watch --tui" >/dev/null 2>&1 && fail "watch --tui: the process still runs after q"
 # (the shell may show its prompt a moment before the pid is gone)
 i=0; while kill -0 "$TUI" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 kill -0 "$TUI" 2>/dev/null && fail "watch --tui: the process is still there"
