@@ -221,13 +221,59 @@ header_get(struct tend_txn *txn, const struct tend_fp *cid, struct header *h)
 	return 0;
 }
 
+/* ---- the counters' side of a row (counts.c, store.h) ---- */
+
+/* The app whose counters c's rows move: the first key of its path */
+static bool
+comp_app(struct tend_comp *c, const char **app, size_t *len)
+{
+	if (!c->count_app_known) {
+		c->count_app_known = true;
+		if (!tend_count_path_app((const uint8_t *)c->path.ptr,
+			c->path.len, &c->arena, &c->count_app,
+			&c->count_applen))
+			c->count_app = NULL;
+	}
+	*app = c->count_app;
+	*len = c->count_applen;
+	return c->count_app != NULL;
+}
+
+static void
+count_add(struct tend_txn *txn, const char *app, size_t len,
+    const struct tend_counts *d)
+{
+	for (int i = 0; i < TEND_COUNT__N; i++)
+		if (d->n[i]) {
+			tend_store_count_add(txn, app, len, d);
+			return;
+		}
+}
+
 static int
 header_put(struct tend_txn *txn, struct tend_comp *c, uint64_t version,
     bool token)
 {
 	struct tend_buf b = TEND_BUF_INIT;
 	static const uint8_t zero[16];
+	struct tend_bytes v;
+	const char *app;
+	size_t alen;
 	int rc;
+
+	/* an app's root row makes it a tracked app (tend status lists it
+	 * from its counters) */
+	if (!c->has_parent && comp_app(c, &app, &alen)) {
+		rc = tend_store_get(txn, TEND_T_COMP, c->cid.b, 16, &v);
+		if (rc && rc != TEND_ENOTFOUND)
+			return rc;
+		if (rc == TEND_ENOTFOUND) {
+			struct tend_counts d = {{0}};
+
+			d.n[TEND_COUNT_ROOTS] = 1;
+			count_add(txn, app, alen, &d);
+		}
+	}
 
 	tend_buf_putc(&b, HDR_FMT);
 	put_u64(&b, version);
@@ -264,18 +310,103 @@ item_key_pid(const uint8_t *k)
 	return v;
 }
 
+/*
+ * ITEM rows are written by these three only: each moves its app's
+ * counters by the difference between the row it replaces and the one it
+ * writes, in the same transaction. A row's app is its owner's, so `c`
+ * (or `app`) owns the key's cid.
+ */
 static int
-put_item(struct tend_txn *txn, const struct tend_fp *cid, const struct plan *p)
+item_put(struct tend_txn *txn, struct tend_comp *c, const uint8_t k[40],
+    const struct item *item)
 {
+	struct tend_counts d = {{0}};
 	struct tend_buf b = TEND_BUF_INIT;
-	uint8_t k[40];
+	struct tend_bytes old;
+	const char *app;
+	size_t alen;
+	bool counted = comp_app(c, &app, &alen);
 	int rc;
 
-	item_key(k, cid, &p->tsid, p->pid);
-	tend_item_encode(&b, &p->item);
+	if (counted) {
+		rc = tend_store_get(txn, TEND_T_ITEM, k, 40, &old);
+		if (rc == 0)
+			rc = tend_count_row(&d, old.data, old.len, -1);
+		if (rc && rc != TEND_ENOTFOUND)
+			return rc;
+		tend_count_item(&d, item, 1);
+	}
+	tend_item_encode(&b, item);
 	rc = tend_store_put(txn, TEND_T_ITEM, k, 40, b.ptr, b.len);
 	tend_buf_release(&b);
+	if (rc == 0 && counted)
+		count_add(txn, app, alen, &d);
 	return rc;
+}
+
+static int
+item_del(struct tend_txn *txn, struct tend_comp *c, const uint8_t k[40])
+{
+	struct tend_counts d = {{0}};
+	struct tend_bytes old;
+	const char *app;
+	size_t alen;
+	bool counted = comp_app(c, &app, &alen);
+	int rc = tend_store_get(txn, TEND_T_ITEM, k, 40, &old);
+
+	if (rc == TEND_ENOTFOUND)
+		return 0;
+	if (rc == 0 && counted)
+		rc = tend_count_row(&d, old.data, old.len, -1);
+	if (rc == 0)
+		rc = tend_store_del(txn, TEND_T_ITEM, k, 40);
+	if (rc == 0 && counted)
+		count_add(txn, app, alen, &d);
+	return rc;
+}
+
+/* Every row of component `cid` whose key starts with `prefix` (the
+ * component's own rows, or one state's under every generation); `app`
+ * NULL: look the owner's app up in its header. */
+static int
+items_del_prefix(struct tend_txn *txn, const uint8_t *prefix, size_t plen,
+    const char *app, size_t alen, struct tend_arena *arena)
+{
+	struct tend_counts d = {{0}};
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	bool root;
+	int rc = 0, more;
+
+	if (!app && (rc = tend_store_get(txn, TEND_T_COMP, prefix, 16, &v)) &&
+	    rc != TEND_ENOTFOUND)
+		return rc;
+	if (!app && rc == 0)
+		tend_count_header_app(&v, arena, &app, &alen, &root);
+	if ((rc = tend_store_iter_init(&it, txn, TEND_T_ITEM, prefix, plen)))
+		return rc;
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1)
+		if (app && k.len == 40)
+			tend_count_row(&d, v.data, v.len, 1);
+	tend_store_iter_finish(&it);
+	if (more < 0)
+		return more;
+	for (int i = 0; i < TEND_COUNT__N; i++)
+		d.n[i] = -d.n[i];
+	if ((rc = tend_store_del_prefix(txn, TEND_T_ITEM, prefix, plen)))
+		return rc;
+	if (app)
+		count_add(txn, app, alen, &d);
+	return 0;
+}
+
+static int
+put_item(struct tend_txn *txn, struct tend_comp *c, const struct plan *p)
+{
+	uint8_t k[40];
+
+	item_key(k, &c->cid, &p->tsid, p->pid);
+	return item_put(txn, c, k, &p->item);
 }
 
 static int
@@ -880,8 +1011,9 @@ write_plans(struct tend_txn *txn, struct tend_comp *c)
 
 			memcpy(pre, p->prev_owner.b, 16);
 			memcpy(pre + 16, p->tsid.b, 16);
-			if ((rc = tend_store_del_prefix(txn, TEND_T_ITEM, pre,
-				 32)))
+			/* (the previous owner may be another app's) */
+			if ((rc = items_del_prefix(txn, pre, 32, NULL, 0,
+				 &c->arena)))
 				return rc;
 		}
 		if (p->claim && (rc = tend_store_put(txn, TEND_T_OWNER,
@@ -899,7 +1031,7 @@ write_plans(struct tend_txn *txn, struct tend_comp *c)
 				 p->item.key, p->item.keylen)))
 				return rc;
 		}
-		if ((rc = put_item(txn, &c->cid, p)))
+		if ((rc = put_item(txn, c, p)))
 			return rc;
 	}
 	return 0;
@@ -1133,10 +1265,27 @@ forget_component(struct tend_txn *txn, struct tend_comp *c)
 	for (size_t i = 0; i < n && rc == 0; i++)
 		rc = del_owner_if_mine(txn, &tsids[i], &c->cid);
 	free(tsids);
+	const char *app;
+	size_t alen;
+	bool counted = comp_app(c, &app, &alen);
 	if (rc == 0)
-		rc = tend_store_del_prefix(txn, TEND_T_ITEM, c->cid.b, 16);
+		rc = items_del_prefix(txn, c->cid.b, 16, counted ? app : NULL,
+		    alen, &c->arena);
 	if (rc == 0)
 		rc = tend_store_del(txn, TEND_T_MEMO, c->cid.b, 16);
+	if (rc == 0 && counted && !c->has_parent) {
+		/* the app's root goes: it is no longer tracked */
+		struct tend_bytes hdr;
+
+		rc = tend_store_get(txn, TEND_T_COMP, c->cid.b, 16, &hdr);
+		if (rc == 0) {
+			struct tend_counts d = {{0}};
+
+			d.n[TEND_COUNT_ROOTS] = -1;
+			count_add(txn, app, alen, &d);
+		} else if (rc == TEND_ENOTFOUND)
+			rc = 0;
+	}
 	if (rc == 0)
 		rc = tend_store_del(txn, TEND_T_COMP, c->cid.b, 16);
 	return rc;
@@ -1197,8 +1346,7 @@ tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
 			struct state *last = &p->item.states[p->item.nstates - 1];
 			assert(last->version == c->curr);
 			if (last->deleted) {
-				if ((rc = tend_store_del(txn, TEND_T_ITEM, k,
-					 40)))
+				if ((rc = item_del(txn, c, k)))
 					return rc;
 				if (!p->declared &&
 				    (rc = del_owner_if_mine(txn, &p->tsid,
@@ -1210,11 +1358,11 @@ tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
 			p->item.nstates = 1;
 			if (p->prov && !p->prov->root)
 				p->item.schema = p->prov->gen_schema;
-			if ((rc = put_item(txn, &c->cid, p)))
+			if ((rc = put_item(txn, c, p)))
 				return rc;
 			break;
 		case PLAN_DROP:
-			if ((rc = tend_store_del(txn, TEND_T_ITEM, k, 40)))
+			if ((rc = item_del(txn, c, k)))
 				return rc;
 			if (!p->declared && !declared_tsid(c, &p->tsid) &&
 			    (rc = del_owner_if_mine(txn, &p->tsid, &c->cid)))
@@ -1222,7 +1370,7 @@ tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
 			break;
 		case PLAN_SCHEMA:
 			p->item.schema = p->prov->gen_schema;
-			if ((rc = put_item(txn, &c->cid, p)))
+			if ((rc = put_item(txn, c, p)))
 				return rc;
 			break;
 		case PLAN_MOVE:

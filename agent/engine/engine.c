@@ -202,6 +202,9 @@ tend_engine_open(struct tend_engine **out, const char *state_dir,
 		free(eng);
 		return rc;
 	}
+	/* a store whose counters an older tend did not keep is recounted
+	 * in its first write */
+	tend_store_set_recount(eng->st, tend_count_recount, eng);
 	tend_registry_init(&eng->reg);
 	eng->ctx.eng = eng;
 	eng->batch = opts && opts->batch ? opts->batch : DEFAULT_BATCH;

@@ -231,6 +231,9 @@ struct tend_comp {
 	bool failed_before; /* an action failed in the run before the retry */
 	bool done;
 	int *status_out; /* use_mount: the outcome, after commit */
+	const char *count_app; /* its rows' app (counters), once known */
+	size_t count_applen;
+	bool count_app_known;
 };
 
 struct tend_context {
@@ -371,6 +374,25 @@ bool tend_cidset_has(const struct cidset *s, const struct tend_fp *fp);
 int tend_item_decode(struct item *out, const void *data, size_t len,
     struct tend_arena *arena);
 void tend_item_encode(struct tend_buf *out, const struct item *it);
+
+/* ---- per-app counters (counts.c; store.h says how they are kept) ---- */
+
+/* What an item counts for, times `sign`, added to *c: an encoded row
+ * (EINVALID if it is not one), or a decoded one. */
+TEND_HIDDEN int tend_count_row(struct tend_counts *c, const void *data,
+    size_t len, int sign);
+TEND_HIDDEN void tend_count_item(struct tend_counts *c, const struct item *it,
+    int sign);
+/* The app of an encoded component path (its first key, a string, in
+ * `arena`); false if it has none. */
+TEND_HIDDEN bool tend_count_path_app(const uint8_t *path, size_t len,
+    struct tend_arena *arena, const char **app, size_t *applen);
+/* The same from a COMP row (and whether it is an app's root) */
+TEND_HIDDEN bool tend_count_header_app(const struct tend_bytes *hdr,
+    struct tend_arena *arena, const char **app, size_t *applen, bool *root);
+/* The store's recount (tend_store_set_recount): every counter from the
+ * ITEM and COMP rows. */
+TEND_HIDDEN int tend_count_recount(struct tend_txn *txn, void *arg);
 
 /* engine.c and batch.c: what the components and passes (engine.c) and
  * the batches (batch.c) call of each other */

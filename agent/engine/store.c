@@ -11,6 +11,15 @@
  * the map on MDB_MAP_FULL: LMDB leaves a transaction that hit MAP_FULL
  * only abortable, and the map can only be resized with no transaction
  * open, so the whole body is run again in a fresh transaction.
+ *
+ * Every write body ends with counts_flush: the counter deltas the engine
+ * added while it wrote item rows go into META in the body's transaction,
+ * and the "counts" mark is stamped with the transaction's id. A mark that
+ * is not the id of the snapshot (or, in a write transaction, of the one
+ * before it) means that another program wrote in between (an older tend):
+ * the counters are recounted then. LMDB numbers committed write
+ * transactions one by one (an aborted one takes no number), and a child
+ * transaction has its parent's number, which is the one it commits with.
  */
 #include "store.h"
 
@@ -49,14 +58,30 @@ struct tend_store {
 	unsigned nborrow;      /* read handles borrowing `lazy` */
 	unsigned fail_commit;  /* fault injection: countdown */
 	bool broken;	       /* a resize failed: LMDB has no map */
+	tend_store_recount_fn *recount;
+	void *recount_arg;
 	char *dir;
+};
+
+/* A name's counter deltas, merged into META when the body returns */
+struct cdelta {
+	char *name;
+	size_t len;
+	struct tend_counts d;
 };
 
 struct tend_txn {
 	struct tend_store *st;
 	MDB_txn *txn;
 	int map_full; /* a put hit MDB_MAP_FULL; BORROWED_*: not ours */
+	bool rdonly;  /* a snapshot of its own (not borrowed) */
+	bool recount; /* tend_store_counts_invalidate was called */
+	struct cdelta *deltas;
+	size_t ndeltas;
 };
+
+#define MARK_KEY "counts"
+#define COUNT_PREFIX "count/"
 
 #define BORROWED_HELD (-1)
 #define BORROWED_LAZY (-2)
@@ -155,9 +180,16 @@ again:
 			rdonly = false;
 			goto again;
 		} else if (rc == MDB_NOTFOUND) {
+			/* a new store: its counters (none) are right */
+			uint64_t id = mdb_txn_id(txn);
+			MDB_val mk = {strlen(MARK_KEY), (void *)MARK_KEY},
+				mv = {8, &id};
+
 			v.mv_size = 4;
 			v.mv_data = &fmt;
 			if ((rc = mdb_put(txn, st->dbi[TEND_T_META], &k, &v,
+				 0)) != 0 ||
+			    (rc = mdb_put(txn, st->dbi[TEND_T_META], &mk, &mv,
 				 0)) != 0) {
 				mdb_fail(rc, "put format");
 				goto out;
@@ -207,6 +239,227 @@ void
 tend_store_fail_commit_after(struct tend_store *st, unsigned n)
 {
 	st->fail_commit = n;
+}
+
+/* ---- counters ---- */
+
+void
+tend_store_set_recount(struct tend_store *st, tend_store_recount_fn *fn,
+    void *arg)
+{
+	st->recount = fn;
+	st->recount_arg = arg;
+}
+
+static void
+deltas_free(struct tend_txn *t)
+{
+	for (size_t i = 0; i < t->ndeltas; i++)
+		free(t->deltas[i].name);
+	free(t->deltas);
+	t->deltas = NULL;
+	t->ndeltas = 0;
+}
+
+void
+tend_store_count_add(struct tend_txn *t, const char *name, size_t len,
+    const struct tend_counts *delta)
+{
+	struct cdelta *d = NULL;
+
+	assert(!t->rdonly && t->map_full >= 0);
+	/* a transaction touches one app's rows, or a few: a list will do */
+	for (size_t i = 0; i < t->ndeltas && !d; i++)
+		if (t->deltas[i].len == len &&
+		    memcmp(t->deltas[i].name, name, len) == 0)
+			d = &t->deltas[i];
+	if (!d) {
+		t->deltas = tend_xrealloc(t->deltas,
+		    (t->ndeltas + 1) * sizeof *t->deltas);
+		d = &t->deltas[t->ndeltas++];
+		memset(d, 0, sizeof *d);
+		d->name = tend_xmemdup(name, len);
+		d->len = len;
+	}
+	for (int i = 0; i < TEND_COUNT__N; i++)
+		d->d.n[i] += delta->n[i];
+}
+
+static int
+mark_get(struct tend_txn *t, uint64_t *mark)
+{
+	struct tend_bytes v;
+	int rc = tend_store_get(t, TEND_T_META, MARK_KEY, strlen(MARK_KEY), &v);
+
+	if (rc == 0 && v.len != 8)
+		rc = TEND_ENOTFOUND;
+	if (rc == 0)
+		memcpy(mark, v.data, 8);
+	return rc;
+}
+
+bool
+tend_store_counts_valid(struct tend_txn *t)
+{
+	uint64_t mark, id = mdb_txn_id(t->txn);
+
+	if (t->recount || mark_get(t, &mark) != 0)
+		return false;
+	/* a write transaction (or one borrowed from a writer) may not have
+	 * stamped it yet: then the one before it did */
+	return mark == id || (!t->rdonly && mark + 1 == id);
+}
+
+static void
+count_key(struct tend_buf *k, const char *name, size_t len)
+{
+	tend_buf_puts(k, COUNT_PREFIX);
+	tend_buf_put(k, name, len);
+}
+
+static int
+row_get(struct tend_txn *t, const char *name, size_t len,
+    struct tend_counts *out)
+{
+	struct tend_buf k = TEND_BUF_INIT;
+	struct tend_bytes v;
+	int rc;
+
+	count_key(&k, name, len);
+	rc = tend_store_get(t, TEND_T_META, k.ptr, k.len, &v);
+	tend_buf_release(&k);
+	memset(out, 0, sizeof *out);
+	if (rc == TEND_ENOTFOUND)
+		return 0;
+	if (rc == 0 && v.len != sizeof *out)
+		return tend_error_set(TEND_EINVALID, "store: bad counter row");
+	if (rc == 0)
+		memcpy(out, v.data, sizeof *out);
+	return rc;
+}
+
+int
+tend_store_counts_get(struct tend_txn *t, const char *name, size_t len,
+    struct tend_counts *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!tend_store_counts_valid(t))
+		return tend_error_set(TEND_EINVALID, "store: the counters were "
+		    "not kept by this tend");
+	return row_get(t, name, len, out);
+}
+
+int
+tend_store_counts_set(struct tend_txn *t, const char *name, size_t len,
+    const struct tend_counts *c)
+{
+	struct tend_buf k = TEND_BUF_INIT;
+	bool zero = true;
+	int rc;
+
+	for (int i = 0; i < TEND_COUNT__N; i++)
+		zero &= c->n[i] == 0;
+	count_key(&k, name, len);
+	/* an app with nothing tracked has no row */
+	rc = zero ? tend_store_del(t, TEND_T_META, k.ptr, k.len)
+		  : tend_store_put(t, TEND_T_META, k.ptr, k.len, c, sizeof *c);
+	tend_buf_release(&k);
+	return rc;
+}
+
+int
+tend_store_counts_clear(struct tend_txn *t)
+{
+	return tend_store_del_prefix(t, TEND_T_META, COUNT_PREFIX,
+	    strlen(COUNT_PREFIX));
+}
+
+int
+tend_store_counts_invalidate(struct tend_txn *t)
+{
+	t->recount = true;
+	return tend_store_del(t, TEND_T_META, MARK_KEY, strlen(MARK_KEY));
+}
+
+int
+tend_store_count_names(struct tend_txn *t, char ***out, size_t *n)
+{
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	size_t plen = strlen(COUNT_PREFIX);
+	int rc, more;
+
+	*out = NULL;
+	*n = 0;
+	if (!tend_store_counts_valid(t))
+		return tend_error_set(TEND_EINVALID, "store: the counters were "
+		    "not kept by this tend");
+	if ((rc = tend_store_iter_init(&it, t, TEND_T_META, COUNT_PREFIX,
+		 plen)))
+		return rc;
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
+		char *name = tend_xmalloc(k.len - plen + 1);
+
+		memcpy(name, k.data + plen, k.len - plen);
+		name[k.len - plen] = '\0';
+		*out = tend_xrealloc(*out, (*n + 1) * sizeof **out);
+		(*out)[(*n)++] = name;
+	}
+	tend_store_iter_finish(&it);
+	return more < 0 ? more : 0;
+}
+
+/*
+ * The end of every write body: the deltas into their rows and the mark
+ * stamped, or, when the counters could not be trusted when the body
+ * began, all of them recounted from the rows.
+ */
+static int
+counts_flush(struct tend_txn *t)
+{
+	struct tend_store *st = t->st;
+	uint64_t id = mdb_txn_id(t->txn);
+	int rc = 0;
+
+	if (!tend_store_counts_valid(t)) {
+		deltas_free(t);
+		if (!st->recount)
+			return 0; /* they stay untrusted */
+		if ((rc = st->recount(t, st->recount_arg)))
+			return rc;
+		t->recount = false;
+	}
+	for (size_t i = 0; i < t->ndeltas && rc == 0; i++) {
+		struct cdelta *d = &t->deltas[i];
+		struct tend_counts c;
+
+		if ((rc = row_get(t, d->name, d->len, &c)))
+			break;
+		for (int j = 0; j < TEND_COUNT__N; j++)
+			c.n[j] += d->d.n[j];
+		rc = tend_store_counts_set(t, d->name, d->len, &c);
+	}
+	deltas_free(t);
+	if (rc == 0)
+		rc = tend_store_put(t, TEND_T_META, MARK_KEY, strlen(MARK_KEY),
+		    &id, 8);
+	return rc;
+}
+
+/* A write body, then its counters (the deltas of a failed body go with
+ * its transaction) */
+static int
+run_body(struct tend_txn *t, tend_store_body_fn *body, void *arg)
+{
+	int rc;
+
+	deltas_free(t);
+	t->recount = false;
+	rc = body(t, arg);
+	if (rc == 0 && !t->map_full)
+		rc = counts_flush(t);
+	deltas_free(t);
+	return rc;
 }
 
 /* One transaction that still fills the map after this many doublings is
@@ -266,7 +519,7 @@ store_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
 	int growths = 0;
 
 	if (st->held)
-		return body(st->held, arg);
+		return run_body(st->held, body, arg);
 	if (unusable(st))
 		return TEND_ERROR;
 	for (;;) {
@@ -283,7 +536,7 @@ store_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
 		}
 		if (rc != 0)
 			return mdb_fail(rc, "begin write");
-		int error = body(&t, arg);
+		int error = run_body(&t, body, arg);
 
 		if (t.map_full) {
 			mdb_txn_abort(t.txn);
@@ -334,7 +587,7 @@ child_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
 	assert(st->nborrow == 0);
 	if ((rc = mdb_txn_begin(st->env, st->lazy->txn, 0, &t.txn)) != 0)
 		return mdb_fail(rc, "begin write");
-	error = body(&t, arg);
+	error = run_body(&t, body, arg);
 	if (t.map_full || error) {
 		mdb_txn_abort(t.txn);
 		return t.map_full ? MDB_MAP_FULL : error;
@@ -387,7 +640,7 @@ tend_store_write_settle(struct tend_store *st, tend_store_body_fn *body,
 	int rc;
 
 	if (st->held)
-		return body(st->held, arg);
+		return run_body(st->held, body, arg);
 	if (st->defer) {
 		if (st->lazy) {
 			if ((rc = child_write(st, body, arg, false)) !=
@@ -459,6 +712,7 @@ tend_store_read_begin(struct tend_store *st, struct tend_txn **out)
 		*out = NULL;
 		return TEND_ERROR;
 	}
+	t->rdonly = true;
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &t->txn);
 	if (rc == MDB_MAP_RESIZED) {
 		mdb_env_set_mapsize(st->env, 0);

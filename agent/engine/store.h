@@ -15,7 +15,8 @@
 #include "tend/target.h" /* struct tend_bytes */
 
 enum tend_table {
-	TEND_T_META,  /* "format" -> u32 */
+	TEND_T_META,  /* "format" -> u32, "counts" -> u64 txn id,
+		       * "count/APP" -> struct tend_counts, "last/APP" */
 	TEND_T_COMP,  /* cid -> component header */
 	TEND_T_ITEM,  /* cid tsid pid -> tracked item */
 	TEND_T_OWNER, /* tsid -> cid */
@@ -123,6 +124,61 @@ void tend_store_iter_finish(struct tend_iter *it);
 /* Next value of a named sequence (starts at 1). */
 int tend_store_seq_next(struct tend_txn *txn, const char *name,
     uint64_t *out);
+
+/*
+ * Counters: per app (a name), a few figures kept in META ("count/NAME")
+ * so that `tend status` reads them instead of scanning every item row.
+ * The engine adds deltas as it writes the rows that change them; the
+ * store merges them into META when the write body returns, in the same
+ * transaction, so a counter is never ahead of or behind its rows.
+ *
+ * The "counts" mark holds the id of the last transaction that kept the
+ * counters: every write transaction of this tend stamps it. A store
+ * written by an older tend (no mark, or a transaction after the mark) has
+ * counters that cannot be trusted: readers get TEND_EINVALID (and scan
+ * instead), and the first write transaction recounts every counter with
+ * the recount function the engine registered, before stamping the mark.
+ */
+enum tend_count {
+	TEND_COUNT_STATES,     /* item rows (tracked target states) */
+	TEND_COUNT_PENDING,    /* ... with several records, or a delete */
+	TEND_COUNT_CONTAINERS, /* ... that are containers */
+	TEND_COUNT_ROOTS,      /* the app's root component rows (0 or 1) */
+	TEND_COUNT__N
+};
+
+struct tend_counts {
+	int64_t n[TEND_COUNT__N];
+};
+
+/* Add `delta` to NAME's counters (merged when the body returns). */
+void tend_store_count_add(struct tend_txn *txn, const char *name,
+    size_t len, const struct tend_counts *delta);
+/* NAME's counters: 0 (all zero if it has no row), or TEND_EINVALID when
+ * this snapshot's counters cannot be trusted (see above). */
+int tend_store_counts_get(struct tend_txn *txn, const char *name,
+    size_t len, struct tend_counts *out);
+/* Are the counters of this snapshot trustworthy? */
+bool tend_store_counts_valid(struct tend_txn *txn);
+/* The names that have a counter row, in byte order; *out is
+ * tend_xmalloc'd, each name too. TEND_EINVALID as above. */
+int tend_store_count_names(struct tend_txn *txn, char ***out, size_t *n);
+/*
+ * The recount: called in a write transaction whose counters cannot be
+ * trusted, after its body. It replaces every counter row with
+ * tend_store_counts_set (the deltas of the body are dropped). Without
+ * one, such a store's counters stay untrusted.
+ */
+typedef int tend_store_recount_fn(struct tend_txn *txn, void *arg);
+void tend_store_set_recount(struct tend_store *st,
+    tend_store_recount_fn *fn, void *arg);
+/* For a recount: delete every counter row, then set them one by one. */
+int tend_store_counts_clear(struct tend_txn *txn);
+int tend_store_counts_set(struct tend_txn *txn, const char *name,
+    size_t len, const struct tend_counts *c);
+/* Make this transaction's counters untrusted: they are recounted when
+ * its body returns (tend sync --full; tests make old stores with it). */
+int tend_store_counts_invalidate(struct tend_txn *txn);
 
 /* Fault injection for tests: fail the n-th write commit from now with
  * TEND_ERROR (0 disarms). TEND_FAILPOINTS=lmdb-commit[~write|~settle] and
