@@ -120,11 +120,12 @@ out:
 	return h;
 }
 
+/* `txn`: the snapshot to read (NULL: one of its own) */
 static int
-visit(struct tend_engine *eng, const char *app, bool check,
-    tend_state_fn *fn, void *arg, unsigned *ndrift)
+visit(struct tend_engine *eng, struct tend_txn *txn, const char *app,
+    bool check, tend_state_fn *fn, void *arg, unsigned *ndrift)
 {
-	struct walk w = {.eng = eng, .arena = TEND_ARENA_INIT};
+	struct walk w = {.eng = eng, .arena = TEND_ARENA_INIT, .txn = txn};
 	struct tend_iter ci;
 	struct tend_bytes ck, cv;
 	struct tend_fp *cids = NULL;
@@ -133,7 +134,7 @@ visit(struct tend_engine *eng, const char *app, bool check,
 
 	if (ndrift)
 		*ndrift = 0;
-	if ((rc = tend_store_read_begin(eng->st, &w.txn)))
+	if (!txn && (rc = tend_store_read_begin(eng->st, &w.txn)))
 		return rc;
 	tend_store_iter_init(&ci, w.txn, TEND_T_COMP, NULL, 0);
 	while ((more = tend_store_iter_next(&ci, &ck, &cv)) == 1) {
@@ -217,7 +218,8 @@ visit(struct tend_engine *eng, const char *app, bool check,
 	free(w.open);
 	free(cids);
 	tend_arena_finish(&w.arena);
-	tend_store_read_end(w.txn);
+	if (!txn)
+		tend_store_read_end(w.txn);
 	return more < 0 ? more : 0;
 }
 
@@ -225,14 +227,83 @@ int
 tend_engine_list(struct tend_engine *eng, const char *app, tend_state_fn *fn,
     void *arg)
 {
-	return visit(eng, app, false, fn, arg, NULL);
+	return visit(eng, NULL, app, false, fn, arg, NULL);
 }
 
 int
 tend_engine_check(struct tend_engine *eng, const char *app,
     tend_state_fn *fn, void *arg, unsigned *ndrift)
 {
-	return visit(eng, app, true, fn, arg, ndrift);
+	return visit(eng, NULL, app, true, fn, arg, ndrift);
+}
+
+/* ---- an app's counts: its counters, or a scan ---- */
+
+static void
+on_count(const struct tend_state_info *si, void *arg)
+{
+	struct tend_app_counts *ac = arg;
+
+	ac->states++;
+	ac->pending += si->pending;
+	ac->containers += si->container;
+}
+
+static void
+from_counters(struct tend_app_counts *ac, const struct tend_counts *c)
+{
+	ac->states = (uint64_t)c->n[TEND_COUNT_STATES];
+	ac->pending = (uint64_t)c->n[TEND_COUNT_PENDING];
+	ac->containers = (uint64_t)c->n[TEND_COUNT_CONTAINERS];
+}
+
+int
+tend_engine_counts(struct tend_engine *eng, struct tend_txn *txn,
+    const char *app, struct tend_app_counts *out)
+{
+	struct tend_counts c;
+
+	memset(out, 0, sizeof *out);
+	if (tend_store_counts_get(txn, app, strlen(app), &c) == 0) {
+		from_counters(out, &c);
+		return 0;
+	}
+	out->scanned = true;
+	return visit(eng, txn, app, false, on_count, out, NULL);
+}
+
+int
+tend_engine_counts_check(struct tend_engine *eng, const char *app,
+    struct tend_buf *why)
+{
+	struct tend_app_counts kept = {0}, real = {0};
+	struct tend_counts c;
+	struct tend_txn *txn;
+	int rc;
+
+	/* one snapshot for both: a writer in between would differ */
+	if ((rc = tend_store_read_begin(eng->st, &txn)))
+		return rc;
+	if (tend_store_counts_get(txn, app, strlen(app), &c) != 0) {
+		tend_store_read_end(txn); /* not kept: nothing to compare */
+		return 0;
+	}
+	from_counters(&kept, &c);
+	rc = visit(eng, txn, app, false, on_count, &real, NULL);
+	tend_store_read_end(txn);
+	if (rc)
+		return rc;
+	if (kept.states == real.states && kept.pending == real.pending &&
+	    kept.containers == real.containers)
+		return 0;
+	tend_buf_printf(why, "the store counts %lld target states (%lld "
+	    "unsettled, %lld containers), its rows are %llu (%llu, %llu)",
+	    (long long)c.n[TEND_COUNT_STATES],
+	    (long long)c.n[TEND_COUNT_PENDING],
+	    (long long)c.n[TEND_COUNT_CONTAINERS],
+	    (unsigned long long)real.states, (unsigned long long)real.pending,
+	    (unsigned long long)real.containers);
+	return TEND_ECONFLICT;
 }
 
 /* "@tend/dir/\"public\"" + "\"a.html\"" -> "public/a.html" */

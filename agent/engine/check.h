@@ -11,6 +11,7 @@
 #include "tend/buf.h"
 #include "tend/engine.h"
 #include "tend/events.h"
+#include "store.h"
 
 struct tend_state_info {
 	const char *component; /* owner: readable component path */
@@ -31,6 +32,27 @@ int tend_engine_list(struct tend_engine *eng, const char *app,
 /* Only the states whose target drifted; *ndrift counts them. */
 int tend_engine_check(struct tend_engine *eng, const char *app,
     tend_state_fn *fn, void *arg, unsigned *ndrift);
+
+/*
+ * An app's counts, as `tend status` and the agent show them: from the
+ * store's counters (O(1)), or, in a store whose counters this tend did
+ * not keep (an older tend wrote it last), from a scan of its states
+ * (`scanned`). `txn` is a read snapshot.
+ */
+struct tend_app_counts {
+	uint64_t states;     /* tracked target states */
+	uint64_t pending;    /* unsettled: several records, or a delete */
+	uint64_t containers; /* of the states, containers */
+	bool scanned;
+};
+
+int tend_engine_counts(struct tend_engine *eng, struct tend_txn *txn,
+    const char *app, struct tend_app_counts *out);
+/* tend check: the counters of `app` compared with a scan, in one
+ * snapshot. 0 if they agree (or are not kept); TEND_ECONFLICT and why
+ * in `why` if not; another code if the store could not be read. */
+int tend_engine_counts_check(struct tend_engine *eng, const char *app,
+    struct tend_buf *why);
 
 /* A container's per-pass refresh of the same record: not an action a
  * user would want shown. */

@@ -252,6 +252,13 @@ sync_by_agent(struct cli *c, struct tend_ws *ws)
 	return status;
 }
 
+static int
+recount_body(struct tend_txn *txn, void *arg)
+{
+	(void)arg;
+	return tend_store_counts_invalidate(txn);
+}
+
 int
 cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 {
@@ -269,6 +276,13 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 	if (!preview && (rc = writer_open(ws, "tend sync")))
 		return rc;
 	ws->readonly = preview;
+	/* --full reads everything: the store's counters too, recounted
+	 * from its rows (what tend check says when they disagree) */
+	if (!preview && c->full &&
+	    tend_store_write(tend_engine_store(ws->eng), recount_body, NULL)) {
+		say_error("%s", tend_error_last());
+		return EXIT_FAIL;
+	}
 	if (preview && (rc = tend_ws_open(ws))) {
 		say_error("%s", tend_error_last());
 		return EXIT_FAIL;

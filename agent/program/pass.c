@@ -468,6 +468,59 @@ tend_app_result_finish(struct tend_app_result *res)
 	res->nheld_sources = 0;
 }
 
+struct named_cid {
+	struct tend_fp cid;
+	char *name;
+};
+
+static int
+cmp_named_cid(const void *x, const void *y)
+{
+	return memcmp(((const struct named_cid *)x)->cid.b,
+	    ((const struct named_cid *)y)->cid.b, 16);
+}
+
+/*
+ * The apps with a root component, from their counters: one row per app,
+ * not one per component. In the order of their roots' ids, as the scan
+ * of the component rows finds them.
+ */
+static int
+tracked_by_counters(struct tend_txn *txn, char ***out, size_t *n)
+{
+	char **names;
+	size_t nnames, kept = 0;
+	int rc = tend_store_count_names(txn, &names, &nnames);
+	struct named_cid *v;
+
+	if (rc)
+		return rc;
+	v = tend_xcalloc(nnames + 1, sizeof *v);
+	for (size_t i = 0; i < nnames; i++) {
+		struct tend_counts c;
+		struct tend_buf path = TEND_BUF_INIT;
+		struct tend_key k = tend_key_str(names[i]);
+
+		if (tend_store_counts_get(txn, names[i], strlen(names[i]),
+			&c) != 0 || c.n[TEND_COUNT_ROOTS] <= 0) {
+			free(names[i]);
+			continue;
+		}
+		tend_key_encode(&path, &k);
+		v[kept].cid = tend_fp_bytes(path.ptr, path.len);
+		v[kept++].name = names[i];
+		tend_buf_release(&path);
+	}
+	free(names);
+	qsort(v, kept, sizeof *v, cmp_named_cid);
+	*out = tend_xcalloc(kept + 1, sizeof **out);
+	for (size_t i = 0; i < kept; i++)
+		(*out)[i] = v[i].name;
+	*n = kept;
+	free(v);
+	return 0;
+}
+
 int
 tend_ws_tracked_apps(struct tend_ws *ws, char ***out, size_t *n)
 {
@@ -483,6 +536,12 @@ tend_ws_tracked_apps(struct tend_ws *ws, char ***out, size_t *n)
 		return rc;
 	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
 		return rc;
+	if (tend_store_counts_valid(txn)) {
+		rc = tracked_by_counters(txn, out, n);
+		tend_store_read_end(txn);
+		return rc;
+	}
+	/* a store an older tend wrote last: every component's row */
 	tend_store_iter_init(&it, txn, TEND_T_COMP, NULL, 0);
 	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
 		/* header: fmt, version, token, flags, has_parent, parent,

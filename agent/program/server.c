@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "agent_int.h"
+#include "inspect.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -123,17 +124,11 @@ anyone_listens(struct agent *a)
 /* ---- status and states ---- */
 
 static void
-on_count(const struct tend_state_info *si, void *arg)
-{
-	int64_t *states = arg;
-
-	*states += !si->container;
-}
-
-static void
 status_line(struct agent *a, struct tend_buf *b)
 {
 	size_t queued = 0;
+	struct tend_txn *txn = NULL;
+	bool kept;
 
 	for (size_t i = 0; i < a->napps; i++)
 		queued += a->apps[i].ndirty + a->apps[i].full;
@@ -148,14 +143,20 @@ status_line(struct agent *a, struct tend_buf *b)
 	    (unsigned long long)a->passes, nwatches(a),
 	    (unsigned long long)a->overflows, queued,
 	    (unsigned long long)a->applied);
+	/* the store's counters, read at each status (O(1)); in a store
+	 * whose counters an older tend left, a scan, kept until the app's
+	 * next full pass */
+	if (tend_store_read_begin(tend_engine_store(a->ws->eng), &txn))
+		txn = NULL;
+	kept = txn && tend_store_counts_valid(txn);
 	for (size_t i = 0; i < a->napps; i++) {
 		struct appstate *s = &a->apps[i];
+		struct tend_app_counts ac;
 
-		if (s->states < 0 && s->components >= 0) {
-			s->states = 0;
-			tend_engine_list(a->ws->eng, a->ws->cfg.apps[i].name,
-			    on_count, &s->states);
-		}
+		if (txn && s->components >= 0 && (kept || s->states < 0) &&
+		    tend_engine_counts(a->ws->eng, txn,
+			a->ws->cfg.apps[i].name, &ac) == 0)
+			s->states = (int64_t)(ac.states - ac.containers);
 		tend_buf_puts(b, i ? ", {\"name\": " : "{\"name\": ");
 		tend_buf_json(b, a->ws->cfg.apps[i].name);
 		tend_buf_printf(b,
@@ -166,6 +167,7 @@ status_line(struct agent *a, struct tend_buf *b)
 		    (unsigned long long)s->errors, (unsigned long long)s->held,
 		    s->ndirty + s->full, s->last ? s->last : "null");
 	}
+	tend_store_read_end(txn);
 	tend_buf_printf(b, "], \"last\": %s}\n",
 	    a->last_summary.len ? a->last_summary.ptr : "null");
 }
