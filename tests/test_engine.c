@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "check.h"
 #include "fakes/scenario.h"
 #include "inspect.h"
 #include "tend/buf.h"
@@ -1320,12 +1321,78 @@ map_full_grows_and_retries(void **state)
 	tend_buf_release(&s);
 }
 
+/* ---- per-app counters (tend status; every pass checks them against a
+ * scan too: scenario.c's counts_agree) ---- */
+
+static void
+assert_counts_(struct fixture *f, uint64_t states, uint64_t pending,
+    uint64_t containers, const char *file, int line)
+{
+	struct tend_app_counts ac;
+	struct tend_txn *txn;
+
+	assert_int_equal(tend_store_read_begin(tend_engine_store(f->eng),
+			     &txn), 0);
+	assert_int_equal(tend_engine_counts(f->eng, txn, "app", &ac), 0);
+	tend_store_read_end(txn);
+	if (ac.scanned || ac.states != states || ac.pending != pending ||
+	    ac.containers != containers)
+		fail_msg("%s:%d: counts %llu/%llu/%llu%s, want %llu/%llu/%llu\n%s",
+		    file, line, (unsigned long long)ac.states,
+		    (unsigned long long)ac.pending,
+		    (unsigned long long)ac.containers,
+		    ac.scanned ? " (scanned)" : "", (unsigned long long)states,
+		    (unsigned long long)pending,
+		    (unsigned long long)containers, fx_dump(f));
+}
+#define ASSERT_COUNTS(f, s, p, c) \
+	assert_counts_(f, s, p, c, __FILE__, __LINE__)
+
+static void
+counters_follow_puts_deletes_failures_invalidation_and_drops(void **state)
+{
+	ASSERT_OK(fx_run(F, "a=1 b=2 C(k) { c=3 }"));
+	ASSERT_COUNTS(F, 3, 0, 0);
+	/* a failed update keeps two records: unsettled */
+	F->w.fail_key = strdup("b");
+	assert_int_not_equal(fx_run(F, "a=1 b=9 C(k) { c=3 }"), 0);
+	ASSERT_COUNTS(F, 3, 1, 0);
+	free(F->w.fail_key);
+	F->w.fail_key = NULL;
+	/* settled, one deleted, one moved between components */
+	ASSERT_OK(fx_run(F, "b=9 C(k) { } C(j) { c=3 }"));
+	ASSERT_COUNTS(F, 2, 0, 0);
+	/* containers and their children; a lossy then a destructive
+	 * change re-applies them (a new generation replaces the rows) */
+	ASSERT_OK(fx_run(F, "b=9 #D1=l:v1 D1/a=1 D1/b=2 C(j) { c=3 }"));
+	ASSERT_COUNTS(F, 5, 0, 1);
+	ASSERT_OK(fx_run(F, "b=9 #D1=l:v2 D1/a=1 D1/b=2 C(j) { c=3 }"));
+	ASSERT_COUNTS(F, 5, 0, 1);
+	ASSERT_OK(fx_run(F, "b=9 #D1=d:v3 D1/a=1 C(j) { c=3 }"));
+	ASSERT_COUNTS(F, 4, 0, 1);
+	/* the container goes with its children */
+	ASSERT_OK(fx_run(F, "b=9 C(j) { c=3 }"));
+	ASSERT_COUNTS(F, 2, 0, 0);
+	/* a drop that fails on one entry, then one that finishes */
+	ASSERT_OK(fx_run(F, "b=9 C(j) { c=3 } C(i) { d=4 }"));
+	fixture_restart(F);
+	F->w.fail_key = strdup("d");
+	assert_int_not_equal(fx_drop(F), 0);
+	ASSERT_COUNTS(F, 1, 1, 0);
+	free(F->w.fail_key);
+	F->w.fail_key = NULL;
+	ASSERT_OK(fx_drop(F));
+	ASSERT_COUNTS(F, 0, 0, 0);
+	assert_int_equal(fx_count(F, ""), 0);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 		T(s01_first_insert),
+		T(counters_follow_puts_deletes_failures_invalidation_and_drops),
 		T(s02_unchanged_is_a_noop),
 		T(s03_content_change_updates),
 		T(s04_removed_key_is_deleted),

@@ -367,6 +367,182 @@ a_failed_deferred_settle_leaves_nothing_half_done(void **state)
 	assert_int_equal(other_process_has(f->dir, "w000000"), 1);
 }
 
+/* ---- counters (store.h) ---- */
+
+struct cnt {
+	const char *name;
+	int64_t states;
+	int fail; /* the body fails after adding */
+	struct kv *kv; /* rows put too (map growth) */
+};
+
+static int
+count_body(struct tend_txn *txn, void *arg)
+{
+	struct cnt *c = arg;
+	struct tend_counts d = {{0}};
+	int rc;
+
+	d.n[TEND_COUNT_STATES] = c->states;
+	d.n[TEND_COUNT_PENDING] = 1;
+	tend_store_count_add(txn, c->name, strlen(c->name), &d);
+	tend_store_count_add(txn, c->name, strlen(c->name), &d);
+	if (c->kv && (rc = put_body(txn, c->kv)))
+		return rc;
+	return c->fail ? tend_error_set(TEND_ERROR, "body failed") : 0;
+}
+
+/* NAME's states counter, -1 if the counters are not trusted */
+static int64_t
+states_of(struct tend_store *st, const char *name)
+{
+	struct tend_txn *txn;
+	struct tend_counts c;
+	int rc;
+
+	assert_int_equal(tend_store_read_begin(st, &txn), 0);
+	rc = tend_store_counts_get(txn, name, strlen(name), &c);
+	tend_store_read_end(txn);
+	if (rc == TEND_EINVALID)
+		return -1;
+	assert_int_equal(rc, 0);
+	return c.n[TEND_COUNT_STATES];
+}
+
+static void
+counters_move_with_the_body_that_adds_to_them(void **state)
+{
+	struct fx *f = *state;
+	struct cnt c = {"app", 3, 0, NULL};
+	struct tend_txn *txn;
+	char **names;
+	size_t n;
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	assert_int_equal(states_of(f->st, "app"), 0); /* a new store: 0 */
+	assert_int_equal(tend_store_write(f->st, count_body, &c), 0);
+	assert_int_equal(states_of(f->st, "app"), 6);
+	/* a failed body's deltas go with its transaction */
+	c.fail = 1;
+	assert_int_equal(tend_store_write(f->st, count_body, &c), TEND_ERROR);
+	assert_int_equal(states_of(f->st, "app"), 6);
+	/* back to zero: the row goes, and the name with it */
+	c.fail = 0;
+	c.states = -3;
+	assert_int_equal(tend_store_write(f->st, count_body, &c), 0);
+	assert_int_equal(tend_store_read_begin(f->st, &txn), 0);
+	assert_int_equal(tend_store_count_names(txn, &names, &n), 0);
+	assert_int_equal(n, 1); /* pending is 4 */
+	assert_string_equal(names[0], "app");
+	free(names[0]);
+	free(names);
+	tend_store_read_end(txn);
+	/* and they persist */
+	tend_store_close(f->st);
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	assert_int_equal(states_of(f->st, "app"), 0);
+}
+
+static void
+counters_are_counted_once_when_the_map_fills(void **state)
+{
+	struct fx *f = *state;
+	char big[2000];
+	struct kv kv = big_rows(big, 'x');
+	struct cnt c = {"app", 1, 0, &kv};
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 32 * 1024), 0);
+	assert_int_equal(tend_store_write(f->st, count_body, &c), 0);
+	assert_true(tend_store_map_size(f->st) > 32 * 1024);
+	assert_int_equal(states_of(f->st, "app"), 2);
+}
+
+static int
+invalidate_body(struct tend_txn *txn, void *arg)
+{
+	int rc;
+
+	(void)arg;
+	if ((rc = tend_store_counts_invalidate(txn)))
+		return rc;
+	return tend_store_counts_clear(txn);
+}
+
+static unsigned recounts;
+
+static int
+recount(struct tend_txn *txn, void *arg)
+{
+	struct tend_counts c = {{0}};
+
+	(void)arg;
+	recounts++;
+	c.n[TEND_COUNT_STATES] = 7;
+	return tend_store_counts_set(txn, "app", 3, &c);
+}
+
+/* A store an older tend wrote last: readers are told, and its next
+ * write recounts, once */
+static void
+untrusted_counters_are_recounted_by_the_next_write(void **state)
+{
+	struct fx *f = *state;
+	struct cnt c = {"app", 3, 0, NULL};
+	struct tend_txn *txn;
+	char **names;
+	size_t n;
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	assert_int_equal(tend_store_write(f->st, count_body, &c), 0);
+	assert_int_equal(tend_store_write(f->st, invalidate_body, NULL), 0);
+	assert_int_equal(states_of(f->st, "app"), -1);
+	assert_int_equal(tend_store_read_begin(f->st, &txn), 0);
+	assert_false(tend_store_counts_valid(txn));
+	assert_int_equal(tend_store_count_names(txn, &names, &n),
+	    TEND_EINVALID);
+	tend_store_read_end(txn);
+	/* without a recount, writes leave them untrusted */
+	assert_int_equal(tend_store_write(f->st, count_body, &c), 0);
+	assert_int_equal(states_of(f->st, "app"), -1);
+	recounts = 0;
+	tend_store_set_recount(f->st, recount, NULL);
+	assert_int_equal(tend_store_write(f->st, count_body, &c), 0);
+	assert_int_equal(recounts, 1);
+	assert_int_equal(states_of(f->st, "app"), 7); /* the body's dropped */
+	assert_int_equal(tend_store_write(f->st, count_body, &c), 0);
+	assert_int_equal(recounts, 1);
+	assert_int_equal(states_of(f->st, "app"), 13);
+}
+
+/* A deferred settle's deltas are seen by this process's readers, and
+ * lost with it when its commit fails */
+static void
+deferred_settle_counts_commit_or_go_with_it(void **state)
+{
+	struct fx *f = *state;
+	struct cnt c = {"app", 1, 0, NULL};
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	tend_store_defer_settles(f->st, true);
+	assert_int_equal(tend_store_write_settle(f->st, count_body, &c), 0);
+	assert_true(tend_store_settle_pending(f->st));
+	assert_int_equal(states_of(f->st, "app"), 2);
+	assert_int_equal(tend_store_write_settle(f->st, count_body, &c), 0);
+	assert_int_equal(states_of(f->st, "app"), 4);
+	assert_int_equal(tend_store_settle_flush(f->st), 0);
+	assert_int_equal(states_of(f->st, "app"), 4);
+	assert_int_equal(tend_store_write_settle(f->st, count_body, &c), 0);
+	tend_store_fail_commit_after(f->st, 1);
+	assert_int_equal(tend_store_settle_flush(f->st), TEND_ERROR);
+	assert_int_equal(states_of(f->st, "app"), 4);
+	/* a durable write commits the settle with it */
+	assert_int_equal(tend_store_write_settle(f->st, count_body, &c), 0);
+	assert_int_equal(tend_store_write(f->st, count_body, &c), 0);
+	tend_store_close(f->st);
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	assert_int_equal(states_of(f->st, "app"), 8);
+}
+
 int
 main(void)
 {
@@ -383,6 +559,10 @@ main(void)
 		T(a_write_that_fills_the_map_keeps_the_deferred_settle),
 		T(a_settle_that_fills_the_map_keeps_the_one_open),
 		T(a_failed_deferred_settle_leaves_nothing_half_done),
+		T(counters_move_with_the_body_that_adds_to_them),
+		T(counters_are_counted_once_when_the_map_fills),
+		T(untrusted_counters_are_recounted_by_the_next_write),
+		T(deferred_settle_counts_commit_or_go_with_it),
 	};
 
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);

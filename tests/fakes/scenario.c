@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "inspect.h"
 #include "tend/buf.h"
 #include "tend/status.h"
@@ -264,6 +265,35 @@ reset_run(struct fixture *f)
 	f->w.counter = 0;
 }
 
+/*
+ * After every pass and drop of every scenario: the app's counters (what
+ * tend status reads) are trusted and equal to a scan of its rows. A
+ * scenario that leaves them wrong aborts, naming both.
+ */
+static void
+counts_agree(struct fixture *f)
+{
+	struct tend_buf why = TEND_BUF_INIT;
+	struct tend_txn *txn;
+	bool valid;
+
+	if (tend_store_read_begin(tend_engine_store(f->eng), &txn) != 0)
+		return; /* (a test of a broken store) */
+	valid = tend_store_counts_valid(txn);
+	tend_store_read_end(txn);
+	if (!valid) {
+		fprintf(stderr, "scenario: the store's counters are not "
+				"trusted after a pass\n");
+		abort();
+	}
+	if (tend_engine_counts_check(f->eng, "app", &why) == TEND_ECONFLICT) {
+		fprintf(stderr, "scenario: counters of app: %s\n%s\n", why.ptr,
+		    fx_dump(f));
+		abort();
+	}
+	tend_buf_release(&why);
+}
+
 int
 fx_run_opts(struct fixture *f, const char *script, bool full, bool preview)
 {
@@ -285,6 +315,7 @@ fx_run_opts(struct fixture *f, const char *script, bool full, bool preview)
 	for (size_t i = 0; i < f->ncont; i++)
 		free(f->cnames[i]);
 	f->ncont = 0;
+	counts_agree(f);
 	return f->rc;
 }
 
@@ -305,6 +336,7 @@ fx_drop(struct fixture *f)
 {
 	reset_run(f);
 	f->rc = tend_engine_drop(f->eng, "app", &f->stats);
+	counts_agree(f);
 	return f->rc;
 }
 
