@@ -31,7 +31,9 @@ After every kill a clean `tend sync` must converge:
     exclusive container took it), someone else's tags are where they were,
     tend's tag is on the tip, `git count-objects` finds no garbage and
     `git fsck --strict` is clean;
-  - `tend check` finds no drift, every tracked state has one record (no
+  - `tend check` finds no drift (nor counters that disagree with the
+    rows), `tend status` counts per app what `tend ls` lists, every
+    tracked state has one record (no
     pending ones), no temporary file is left in a target or in staging;
   - one more sync applies nothing and makes no commit.
 
@@ -760,6 +762,17 @@ class Torture:
                 if s["pending"] and not of_failing(s["path"])]
         self.expect(not pend, "states with more than one record: %s" % pend[:5])
         self.stats["unsure"] += len(unsure)
+        # the counters tend status reads: what ls lists, app by app
+        rc, out, err = self.tend_run("status", "--json")
+        self.expect(rc == 0, "status: exit %d: %s" % (rc, err[-200:]))
+        for a in json.loads(out)["apps"] if rc == 0 else []:
+            rc, o2, e2 = self.tend_run("ls", "--json", a["app"])
+            s = json.loads(o2)["states"] if rc == 0 else []
+            want = (len(s), sum(1 for x in s if x["pending"]))
+            self.expect((a["states"], a["pending"]) == want,
+                        "status counts %s: %s states, %s unsettled; ls "
+                        "lists %s, %s" % ((a["app"], a["states"],
+                                           a["pending"]) + want))
         for d in ("staging", "tmp"):
             staging = os.path.join(self.ws, ".tend", d)
             left = os.listdir(staging) if os.path.isdir(staging) else []
