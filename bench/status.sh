@@ -4,8 +4,11 @@
 # app), as a median of RUNS runs (hyperfine). status reads each app's
 # counters from the store: its time should not grow with N.
 # Needs: hyperfine, python3, a built tend (TEND=, default build/).
-# BENCH_DIR= keeps the workspace between runs (the sync is skipped when
-# it is there: TEND may then be another build, to compare two).
+# The workspace is kept between runs (BENCH_DIR=, default
+# /tmp/tend-bench-status-N): the tree is generated and synced once, and
+# each run starts with a no-op sync by TEND, so that two builds can be
+# compared on one store (a store an older tend wrote last has no
+# counters: this tend's first write recounts them).
 set -eu
 N=${1:-10000}
 RUNS=${2:-20}
@@ -25,6 +28,7 @@ CONF
 	touch "$W/synced"
 fi
 cd "$W"
+"$TEND" sync -q
 hyperfine -N --style basic --runs "$RUNS" --warmup 2 \
 	--export-json "$W/status.json" \
 	-n text "$TEND status" \

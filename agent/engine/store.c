@@ -76,6 +76,7 @@ struct tend_txn {
 	int map_full; /* a put hit MDB_MAP_FULL; BORROWED_*: not ours */
 	bool rdonly;  /* a snapshot of its own (not borrowed) */
 	bool recount; /* tend_store_counts_invalidate was called */
+	bool wrote;   /* the body put or deleted something */
 	struct cdelta *deltas;
 	size_t ndeltas;
 };
@@ -455,8 +456,11 @@ run_body(struct tend_txn *t, tend_store_body_fn *body, void *arg)
 
 	deltas_free(t);
 	t->recount = false;
+	t->wrote = false;
 	rc = body(t, arg);
-	if (rc == 0 && !t->map_full)
+	/* a body that wrote nothing commits nothing (LMDB numbers no
+	 * transaction for it): the mark stays right as it is */
+	if (rc == 0 && !t->map_full && (t->wrote || t->ndeltas))
 		rc = counts_flush(t);
 	deltas_free(t);
 	return rc;
@@ -791,7 +795,10 @@ tend_store_put(struct tend_txn *t, enum tend_table tab, const void *key,
     size_t klen, const void *val, size_t vlen)
 {
 	MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
-	int rc = tend_failpoint("map-full", NULL) ? MDB_MAP_FULL
+	int rc;
+
+	t->wrote = true;
+	rc = tend_failpoint("map-full", NULL) ? MDB_MAP_FULL
 						   : mdb_put(t->txn,
 							 t->st->dbi[tab], &k, &v, 0);
 
@@ -809,7 +816,10 @@ tend_store_del(struct tend_txn *t, enum tend_table tab, const void *key,
     size_t klen)
 {
 	MDB_val k = {klen, (void *)key};
-	int rc = mdb_del(t->txn, t->st->dbi[tab], &k, NULL);
+	int rc;
+
+	t->wrote = true;
+	rc = mdb_del(t->txn, t->st->dbi[tab], &k, NULL);
 
 	if (rc == MDB_NOTFOUND)
 		return 0;
@@ -832,6 +842,7 @@ tend_store_del_prefix(struct tend_txn *t, enum tend_table tab,
 
 	if (rc != 0)
 		return mdb_fail(rc, "cursor");
+	t->wrote = true;
 	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	while (rc == 0 && k.mv_size >= plen &&
 	    memcmp(k.mv_data, prefix, plen) == 0) {
