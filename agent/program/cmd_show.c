@@ -213,10 +213,11 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		tend_buf_printf(&out, "%s]}\n", shown ? "\n" : "");
 		put_doc(&out);
 	} else if (check && !c->quiet) {
-		printf(drift ? "%u target state(s) drifted: tend sync --full "
-			       "repairs them\n"
-			     : bad_counts ? "" : "no drift\n",
-		    drift);
+		if (drift)
+			printf("%u target state(s) drifted: tend sync --full "
+			       "repairs them\n", drift);
+		else if (!bad_counts)
+			printf("no drift\n");
 		if (bad_counts)
 			printf("the store's counters of %u app(s) disagree "
 			       "with its rows (a bug in tend): tend sync "
