@@ -57,7 +57,7 @@ d=0
 while [ $d -lt 10 ]; do
 	mkdir -p src/d$d
 	f=0
-	while [ $f -lt 40 ]; do printf 'file %d %d\n' $d $f > src/d$d/f$f.txt; f=$((f+1)); done
+	while [ $f -lt 30 ]; do printf 'file %d %d\n' $d $f > src/d$d/f$f.txt; f=$((f+1)); done
 	printf 'md %d\n' $d > src/d$d/note.md
 	d=$((d+1))
 done
@@ -78,7 +78,7 @@ cat > tend.conf <<'CONF'
 CONF
 run sync -q; expect_rc 0 "first sync"
 clean "first sync"
-[ "$(states a)" = 411 ] || fail "a counts $(states a) states, want 411 (400 + 10 + the directory)"
+[ "$(states a)" = 311 ] || fail "a counts $(states a) states, want 311 (300 + 10 + the directory)"
 
 # ---- changes and deletes ----
 for d in 1 2 3; do
@@ -97,7 +97,7 @@ for fp in write@30=kill lmdb-commit~settle=kill rename@5=kill git-ref-update=kil
 	i=$((i+1))
 	printf 'kill %d\n' $i > src/d0/k$i.txt
 	j=0
-	while [ $j -lt 40 ]; do printf 'round %d\n' $i >> src/d$((j % 9))/f$j.txt; j=$((j+1)); done
+	while [ $j -lt 30 ]; do printf 'round %d\n' $i >> src/d$((j % 9))/f$j.txt; j=$((j+1)); done
 	TEND_FAILPOINTS=$fp "$TEND" sync -q >/dev/null 2>&1
 	[ $? -ge 128 ] || fail "$fp: the sync was not killed"
 	agree "killed at $fp"
@@ -117,7 +117,7 @@ import json, sys; print(sum(a["pending"] for a in json.load(sys.stdin)["apps"]))
 i=1
 while [ $i -le 6 ]; do
 	j=0
-	while [ $j -lt 60 ]; do printf 'r %d\n' $i >> src/d$((j % 9))/f$((j % 40)).txt; j=$((j+1)); done
+	while [ $j -lt 60 ]; do printf 'r %d\n' $i >> src/d$((j % 9))/f$((j % 30)).txt; j=$((j+1)); done
 	rm -f src/d$((i % 9))/r$((i - 1)).txt
 	printf 'r %d\n' $i > src/d$((i % 9))/r$i.txt
 	if [ $((i % 2)) = 1 ]; then full=--full; else full=; fi
