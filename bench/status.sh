@@ -1,8 +1,9 @@
 #!/bin/sh
 # bench/status.sh N [RUNS] - the time of `tend status` (and of `tend
 # status --json`) on a synced workspace of N generated files (one dir
-# app), as a median of RUNS runs (hyperfine). status reads each app's
-# counters from the store: its time should not grow with N.
+# app), as a median of RUNS runs (hyperfine), beside `tend help` (what
+# starting the program costs). status reads each app's counters from the
+# store: its time should not grow with N.
 # Needs: hyperfine, python3, a built tend (TEND=, default build/).
 # The workspace is kept between runs (BENCH_DIR=, default
 # /tmp/tend-bench-status-N): the tree is generated and synced once, and
@@ -31,6 +32,7 @@ cd "$W"
 "$TEND" sync -q
 hyperfine -N --style basic --runs "$RUNS" --warmup 2 \
 	--export-json "$W/status.json" \
+	-n floor "$TEND help" \
 	-n text "$TEND status" \
 	-n json "$TEND status --json" >/dev/null
 python3 - "$W" "$N" <<'PY'
@@ -38,9 +40,9 @@ import json, statistics, sys
 w, n = sys.argv[1:]
 r = {x["command"]: x["times"] for x in json.load(open(f"{w}/status.json"))["results"]}
 print(f"tend status, {int(n):,} files, median of {len(r['text'])} runs")
-for k in ("text", "json"):
+for k, label in (("floor", "tend help (start-up)"), ("text", "tend status"),
+                 ("json", "tend status --json")):
     t = sorted(r[k])
-    print(f"  status {'--json' if k == 'json' else '      '}  "
-          f"{statistics.median(t) * 1000:8.2f} ms  (min {t[0] * 1000:.2f}, "
-          f"max {t[-1] * 1000:.2f})")
+    print(f"  {label:<22} {statistics.median(t) * 1000:8.2f} ms  "
+          f"(min {t[0] * 1000:.2f}, max {t[-1] * 1000:.2f})")
 PY
