@@ -329,10 +329,12 @@ item_put(struct tend_txn *txn, struct tend_comp *c, const uint8_t k[40],
 	int rc;
 
 	if (counted) {
+		/* (a row that cannot be read was not counted: no scan
+		 * lists it) */
 		rc = tend_store_get(txn, TEND_T_ITEM, k, 40, &old);
 		if (rc == 0)
-			rc = tend_count_row(&d, old.data, old.len, -1);
-		if (rc && rc != TEND_ENOTFOUND)
+			tend_count_row(&d, old.data, old.len, -1);
+		else if (rc != TEND_ENOTFOUND)
 			return rc;
 		tend_count_item(&d, item, 1);
 	}
@@ -357,7 +359,7 @@ item_del(struct tend_txn *txn, struct tend_comp *c, const uint8_t k[40])
 	if (rc == TEND_ENOTFOUND)
 		return 0;
 	if (rc == 0 && counted)
-		rc = tend_count_row(&d, old.data, old.len, -1);
+		tend_count_row(&d, old.data, old.len, -1);
 	if (rc == 0)
 		rc = tend_store_del(txn, TEND_T_ITEM, k, 40);
 	if (rc == 0 && counted)
