@@ -188,6 +188,12 @@ run status; expect_in "$OUT" "c (not in tend.conf: tend drop c removes it): 7 ta
 clean "c tracked, recounted"
 run drop c; expect_rc 0 "drop c"
 
+# the engine's recount, on its own (what times it at scale)
+"$STORE_TOOL" unmark .tend/store || fail "store_tool unmark"
+"$STORE_TOOL" recount .tend >/dev/null || fail "store_tool recount"
+"$STORE_TOOL" valid .tend/store || fail "recount left them untrusted"
+clean "recounted by store_tool"
+
 # ---- a wrong counter: check says so, sync --full recounts ----
 "$STORE_TOOL" skew .tend/store g || fail "store_tool skew"
 before=$(states g)
