@@ -121,6 +121,30 @@ cmp_row(const void *x, const void *y)
 	    ((const struct ls_row *)y)->path);
 }
 
+/* An app's counters against a scan of its rows: 1 (and said) if they
+ * disagree, -1 if the store could not be read */
+static int
+check_counts(struct cli *c, struct tend_ws *ws, const char *name,
+    struct tend_buf *out, size_t *shown)
+{
+	struct tend_buf why = TEND_BUF_INIT;
+	int rc = tend_engine_counts_check(ws->eng, name, &why);
+
+	if (rc == TEND_ECONFLICT && c->json) {
+		tend_buf_puts(out, (*shown)++ ? ",\n  " : "\n  ");
+		tend_buf_puts(out, "{\"app\": ");
+		tend_buf_json(out, name);
+		tend_buf_puts(out, ", \"counters\": true, \"drift\": ");
+		tend_buf_json(out, why.ptr);
+		tend_buf_putc(out, '}');
+	} else if (rc == TEND_ECONFLICT)
+		printf("counters of %s: %s\n", name, why.ptr);
+	else if (rc)
+		say_error("%s", tend_error_last());
+	tend_buf_release(&why);
+	return rc == TEND_ECONFLICT ? 1 : rc ? -1 : 0;
+}
+
 int
 cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 {
@@ -183,32 +207,29 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		drift += d;
 		/* the counters status reads, against the rows: a bug in
 		 * keeping them cannot hide */
-		struct tend_buf why = TEND_BUF_INIT;
-		if (check && (rc = tend_engine_counts_check(ws->eng, name,
-				  &why)) == TEND_ECONFLICT) {
-			bad_counts++;
-			if (c->json) {
-				tend_buf_puts(&out, shown++ ? ",\n  " : "\n  ");
-				tend_buf_puts(&out, "{\"app\": ");
-				tend_buf_json(&out, name);
-				tend_buf_puts(&out, ", \"counters\": true, "
-						    "\"drift\": ");
-				tend_buf_json(&out, why.ptr);
-				tend_buf_putc(&out, '}');
-			} else
-				printf("counters of %s: %s\n", name, why.ptr);
-		} else if (check && rc) {
-			say_error("%s", tend_error_last());
-			tend_buf_release(&why);
+		if (check && (rc = check_counts(c, ws, name, &out, &shown)) < 0) {
 			free(l.v);
 			tend_buf_release(&out);
 			return EXIT_FAIL;
 		}
-		tend_buf_release(&why);
+		bad_counts += check && rc > 0;
 		if (c->napps)
 			break;
 	}
 	free(l.v);
+	/* and those of the apps tracked from before */
+	char **tracked = NULL;
+	size_t ntracked = 0;
+	if (check && !c->napps &&
+	    tend_ws_tracked_apps(ws, &tracked, &ntracked) == 0)
+		for (size_t i = 0; i < ntracked; i++) {
+			if (!tend_ws_app(ws, tracked[i]) &&
+			    (rc = check_counts(c, ws, tracked[i], &out,
+				 &shown)) > 0)
+				bad_counts++;
+			free(tracked[i]);
+		}
+	free(tracked);
 	if (c->json) {
 		tend_buf_printf(&out, "%s]}\n", shown ? "\n" : "");
 		put_doc(&out);

@@ -186,6 +186,12 @@ run status; expect_in "$OUT" "c (not in tend.conf: tend drop c removes it): 7 ta
 run sync -q; expect_rc 0 "sync recounts"
 run status; expect_in "$OUT" "c (not in tend.conf: tend drop c removes it): 7 target states" "recounted: c tracked"
 clean "c tracked, recounted"
+# check compares the counters of an app out of tend.conf too
+"$STORE_TOOL" skew .tend/store c || fail "store_tool skew c"
+run check; expect_rc 1 "check of c's wrong counter"
+expect_in "$OUT" "counters of c: the store counts 8 target states" "check names c's counter"
+run sync -q --full; expect_rc 0 "sync --full recounts c"
+clean "c recounted"
 run drop c; expect_rc 0 "drop c"
 
 # the engine's recount, on its own (what times it at scale)
