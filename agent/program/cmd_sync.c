@@ -310,6 +310,15 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			status = EXIT_FAIL;
 		if (app_error)
 			fprintf(stderr, "tend: %s\n", tend_error_last());
+		/* push = REMOTE: whatever the pass committed, and what an
+		 * earlier run could not push; a failure keeps the commit */
+		if (!preview && app->push && tend_app_push(ws, app) != 0) {
+			fprintf(stderr, "tend: %s: %s (the local commit is "
+					"kept: the next sync or the agent pushes "
+					"it)\n",
+			    app->name, tend_error_last());
+			status = EXIT_FAIL;
+		}
 		if (!preview) {
 			struct last_pass lp = {TEND_BUF_INIT, app->name};
 			struct tend_pass p = {.time = (long long)time(NULL),

@@ -36,6 +36,7 @@
 #include "blobids.h"
 #include "fs.h"
 #include "pack.h"
+#include "writes.h"
 #include "tend/arena.h"
 #include "tend/failpoint.h"
 #include "tend/fingerprint.h"
@@ -2336,4 +2337,26 @@ out:
 	git_repository_free(repo);
 	git_error_clear();
 	return rc;
+}
+
+/* ---- for push.c (writes.h) ---- */
+
+void
+tend_git_writes_begin(const char *state, struct tend_buf *tf)
+{
+	git_ready();
+	writes_begin(state, tf);
+}
+
+void
+tend_git_writes_end(struct tend_buf *tf)
+{
+	writes_end(tf);
+}
+
+void
+tend_git_locks_note(struct git_repository *repo, const char *ref,
+    const struct git_oid *oid)
+{
+	locks_note(repo, ref, oid);
 }

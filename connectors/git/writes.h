@@ -1,0 +1,23 @@
+/*
+ * writes.h - what git.c lends push.c: the bracket around a group of ref
+ * writes (a killed tend's leftover ref locks are recovered first; each
+ * lock taken is noted in the state directory) and the note itself. Both
+ * files include <git2.h>; this header names its types by tag only.
+ */
+#ifndef TEND_CONNECTORS_GIT_WRITES_H
+#define TEND_CONNECTORS_GIT_WRITES_H
+
+#include "tend/buf.h"
+
+struct git_repository;
+struct git_oid;
+
+/* `state`: tend's state directory, or NULL (then neither is done); *tf
+ * stays alive until tend_git_writes_end. */
+void tend_git_writes_begin(const char *state, struct tend_buf *tf);
+void tend_git_writes_end(struct tend_buf *tf);
+/* Right before `ref` (a full name) is written with `oid`. */
+void tend_git_locks_note(struct git_repository *repo, const char *ref,
+    const struct git_oid *oid);
+
+#endif
