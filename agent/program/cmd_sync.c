@@ -239,6 +239,20 @@ sync_by_agent(struct cli *c, struct tend_ws *ws)
 			tend_buf_release(&t);
 		}
 	}
+	/* the agent pushed (or tried) before it answered */
+	for (size_t i = 0; i < ws->cfg.napps; i++) {
+		struct tend_push_status ps;
+
+		tend_app_push_status(ws, &ws->cfg.apps[i], &ps);
+		if (ps.configured && ps.error && (!ps.known || ps.ahead)) {
+			fprintf(stderr, "tend: %s: %s (the local commit is "
+					"kept: the agent pushes it when it "
+					"can)\n",
+			    ws->cfg.apps[i].name, ps.error);
+			status = EXIT_FAIL;
+		}
+		tend_push_status_finish(&ps);
+	}
 	if (c->json) {
 		tend_buf_puts(&out, n ? "\n]}\n" : "]}\n");
 		put_doc(&out);

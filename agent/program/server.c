@@ -165,6 +165,17 @@ status_line(struct agent *a, struct tend_buf *b)
 		    (long long)s->components, (long long)s->states, s->nplan,
 		    (unsigned long long)s->errors, (unsigned long long)s->held,
 		    s->ndirty + s->full, s->last ? s->last : "null");
+		if (a->ws->cfg.apps[i].push) {
+			struct tend_push_status ps;
+
+			tend_app_push_status(a->ws, &a->ws->cfg.apps[i], &ps);
+			b->ptr[--b->len] = '\0'; /* the app's closing brace */
+			tend_buf_printf(b, ", \"pushing\": %s, \"push\": ",
+			    s->push_pid ? "true" : "false");
+			tend_push_status_json(b, &ps);
+			tend_buf_putc(b, '}');
+			tend_push_status_finish(&ps);
+		}
 	}
 	tend_buf_printf(b, "], \"last\": %s}\n",
 	    a->last_summary.len ? a->last_summary.ptr : "null");
