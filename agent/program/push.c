@@ -26,15 +26,19 @@
 #include "json.h"
 #include "tend/status.h"
 
+/* *repo and *state: the repository's path, and STATE/push-locks, where the
+ * push notes the ref locks it takes (a list of its own: the agent's
+ * passes keep theirs in STATE while a push runs beside them) */
 static void
 push_spec(struct tend_ws *ws, const struct tend_app_config *app,
-    struct tend_git_push *p, char **repo)
+    struct tend_git_push *p, char **repo, char **state)
 {
 	*repo = app->target_path[0] == '/' ? tend_xstrdup(app->target_path)
 					   : path_join(ws->root, app->target_path);
+	*state = path_join(ws->state_dir, "push-locks");
 	*p = (struct tend_git_push){
 		.repo = *repo,
-		.state = ws->state_dir,
+		.state = *state,
 		.app = app->name,
 		.ref = app->ref,
 		.remote = app->push,
@@ -114,13 +118,13 @@ tend_app_push(struct tend_ws *ws, struct tend_app_config *app)
 {
 	struct tend_git_push p;
 	struct tend_git_ahead ah;
-	char *repo;
+	char *repo, *state;
 	unsigned merges = 0;
 	int rc;
 
 	if (!app->push || app->target != TEND_TARGET_GIT)
 		return 0;
-	push_spec(ws, app, &p, &repo);
+	push_spec(ws, app, &p, &repo, &state);
 	/* nothing to push costs no connection */
 	if ((rc = tend_git_push_ahead(&p, &ah)) == 0 && ah.has_local &&
 	    ah.has_seen && ah.ahead == 0) {
@@ -134,9 +138,11 @@ tend_app_push(struct tend_ws *ws, struct tend_app_config *app)
 			    NULL);
 		tend_json_free(j);
 		free(repo);
+		free(state);
 		return 0;
 	}
 	tend_error_clear();
+	mkdir(state, 0700);
 	rc = tend_git_push_run(&p, &merges);
 	struct tend_json *old = state_read(ws, app->name);
 	long long now = (long long)time(NULL);
@@ -152,6 +158,7 @@ tend_app_push(struct tend_ws *ws, struct tend_app_config *app)
 		free(msg);
 	}
 	free(repo);
+	free(state);
 	return rc;
 }
 
@@ -161,13 +168,13 @@ tend_app_push_status(struct tend_ws *ws, const struct tend_app_config *app,
 {
 	struct tend_git_push p;
 	struct tend_git_ahead ah;
-	char *repo;
+	char *repo, *state;
 
 	memset(out, 0, sizeof *out);
 	if (!app->push || app->target != TEND_TARGET_GIT)
 		return;
 	out->configured = true;
-	push_spec(ws, app, &p, &repo);
+	push_spec(ws, app, &p, &repo, &state);
 	out->remote = tend_xstrdup(p.remote);
 	out->remote_ref = tend_xstrdup(p.remote_ref);
 	if (tend_git_push_ahead(&p, &ah) == 0) {
@@ -183,6 +190,7 @@ tend_app_push_status(struct tend_ws *ws, const struct tend_app_config *app,
 	out->error = e ? tend_xstrdup(e) : NULL;
 	tend_json_free(j);
 	free(repo);
+	free(state);
 }
 
 void
