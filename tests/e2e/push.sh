@@ -134,6 +134,19 @@ all_ff remote.git || fail "not a fast-forward: $(cat "$WS/.rl")"
 git -C repo fsck --strict >/dev/null 2>&1 || fail "fsck of the local repository"
 git -C remote.git fsck --strict >/dev/null 2>&1 || fail "fsck of the remote"
 
+# exclusive: the merge takes tend's prefix whole (their stray file under
+# it goes), and keeps what they have outside it
+mkdir -p ex/src; printf 'e\n' > ex/src/e.txt
+git init -q --bare ex/repo; git init -q --bare ex/remote.git
+printf '[app "x"]\n\tsource = src\n\ttarget = git:repo\n\tref = refs/heads/pages\n\tprefix = site\n\texclusive = true\n\tpush = file://%s/ex/remote.git\n' "$WS" > ex/tend.conf
+run -C ex sync; expect_rc 0 "an exclusive app pushes"
+git clone -q ex/remote.git ex/other 2>/dev/null; git -C ex/other checkout -q pages
+printf 's\n' > ex/other/site/stray; printf 'o\n' > ex/other/OUT
+git -C ex/other add -A; git -C ex/other commit -qm stray; git -C ex/other push -q origin pages
+printf 'f\n' > ex/src/f.txt
+run -C ex sync; expect_rc 0 "an exclusive app onto a remote that moved"
+[ "$(rfiles ex/remote.git)" = "OUT site/e.txt site/f.txt " ] || fail "exclusive merge: $(rfiles ex/remote.git)"
+
 # ---- killed between the commit and the push: the next sync pushes ----
 printf 'k\n' > src/k.txt
 TEND_FAILPOINTS=git-push=kill "$TEND" sync >/dev/null 2>&1; rc=$?
