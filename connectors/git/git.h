@@ -82,7 +82,7 @@ struct tend_git_push {
 /* Is `remote` a URL (or scp-like path) rather than a remote's name? */
 bool tend_git_push_is_url(const char *remote);
 /* The tracking ref of `remote`'s `remote_ref`: refs/remotes/NAME/BRANCH,
- * or for a URL refs/tend/remotes/APP/BRANCH. */
+ * or for a URL refs/tend/remotes/APP/HASH/BRANCH (HASH: of the URL). */
 void tend_git_push_tracking(struct tend_buf *out, const char *remote,
     const char *remote_ref, const char *app);
 

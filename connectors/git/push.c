@@ -35,11 +35,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "tend/failpoint.h"
+#include "tend/fingerprint.h"
 #include "tend/status.h"
 #include "writes.h"
 
@@ -263,9 +265,20 @@ tend_git_push_tracking(struct tend_buf *out, const char *remote,
 	    ? remote_ref + 11
 	    : remote_ref + 5;
 
-	if (tend_git_push_is_url(remote))
-		tend_buf_printf(out, "refs/tend/remotes/%s/%s", app, branch);
-	else
+	if (tend_git_push_is_url(remote)) {
+		/* keyed by the URL too: another URL is another remote,
+		 * which has seen nothing yet */
+		struct tend_hasher h;
+		struct tend_fp fp;
+
+		tend_hasher_init(&h);
+		tend_hasher_str(&h, remote);
+		fp = tend_hasher_final(&h);
+		tend_buf_printf(out, "refs/tend/remotes/%s/", app);
+		for (int i = 0; i < 6; i++)
+			tend_buf_printf(out, "%02x", fp.b[i]);
+		tend_buf_printf(out, "/%s", branch);
+	} else
 		tend_buf_printf(out, "refs/remotes/%s/%s", remote, branch);
 }
 
@@ -281,23 +294,93 @@ fail(int code, const char *what, const struct tend_git_push *p)
 	    e && e->message ? e->message : "libgit2 gave no reason");
 }
 
+/*
+ * url.BASE.insteadOf (and pushInsteadOf, first) applied to `url`: the
+ * longest BASE that begins it wins, as git does. Done here because
+ * libgit2 1.5's own (a regex over the config) leaks its match data.
+ */
+static void
+rewrite_url(git_config *cfg, const char *url, struct tend_buf *out)
+{
+	git_config_iterator *it = NULL;
+	git_config_entry *e;
+	size_t best = 0;
+	int best_push = 0;
+
+	tend_buf_puts(out, url);
+	if (git_config_iterator_new(&it, cfg))
+		goto out;
+	while (git_config_next(&e, it) == 0) {
+		const char *n = e->name, *v = e->value;
+		size_t nl = strlen(n), vl = v ? strlen(v) : 0;
+		int push;
+
+		if (strncasecmp(n, "url.", 4) != 0 || !v)
+			continue;
+		if (nl > 18 && strcasecmp(n + nl - 14, ".pushinsteadof") == 0)
+			push = 1;
+		else if (nl > 14 && strcasecmp(n + nl - 10, ".insteadof") == 0)
+			push = 0;
+		else
+			continue;
+		if (strncmp(url, v, vl) != 0 || vl < best ||
+		    (vl == best && push <= best_push))
+			continue;
+		best = vl;
+		best_push = push;
+		tend_buf_reset(out);
+		tend_buf_put(out, n + 4, nl - 4 - (push ? 14 : 10));
+		tend_buf_puts(out, url + vl);
+	}
+out:
+	git_config_iterator_free(it);
+	git_error_clear();
+}
+
 static int
 open_remote(git_repository *repo, const struct tend_git_push *p,
     git_remote **out)
 {
-	int rc;
+	git_remote_create_options o;
+	git_config *cfg = NULL;
+	git_buf set = {0};
+	struct tend_buf key = TEND_BUF_INIT, url = TEND_BUF_INIT;
+	const char *base = p->remote;
+	int rc = 0;
 
-	if (tend_git_push_is_url(p->remote))
-		rc = git_remote_create_anonymous(out, repo, p->remote);
-	else if ((rc = git_remote_lookup(out, repo, p->remote)) ==
-	    GIT_ENOTFOUND)
-		return tend_error_set(TEND_ERROR,
-		    "push to %s failed: the repository has no such remote (git "
-		    "remote add %s URL), and it is not a URL", p->remote,
-		    p->remote);
-	if (rc)
-		return fail(TEND_ERROR, "the remote", p);
-	return 0;
+	if (git_repository_config_snapshot(&cfg, repo)) {
+		rc = fail(TEND_ERROR, "read the repository's config", p);
+		goto out;
+	}
+	if (!tend_git_push_is_url(p->remote)) {
+		tend_buf_printf(&key, "remote.%s.pushurl", p->remote);
+		if (git_config_get_string_buf(&set, cfg, key.ptr)) {
+			tend_buf_reset(&key);
+			tend_buf_printf(&key, "remote.%s.url", p->remote);
+			if (git_config_get_string_buf(&set, cfg, key.ptr)) {
+				git_error_clear();
+				rc = tend_error_set(TEND_ERROR,
+				    "push to %s failed: the repository has no "
+				    "such remote (git remote add %s URL), and "
+				    "it is not a URL", p->remote, p->remote);
+				goto out;
+			}
+		}
+		base = set.ptr;
+	}
+	rewrite_url(cfg, base, &url);
+	git_remote_create_options_init(&o, GIT_REMOTE_CREATE_OPTIONS_VERSION);
+	o.repository = repo;
+	o.flags = GIT_REMOTE_CREATE_SKIP_INSTEADOF |
+	    GIT_REMOTE_CREATE_SKIP_DEFAULT_FETCHSPEC;
+	if (git_remote_create_with_opts(out, url.ptr, &o))
+		rc = fail(TEND_ERROR, "the remote", p);
+out:
+	git_buf_dispose(&set);
+	git_config_free(cfg);
+	tend_buf_release(&key);
+	tend_buf_release(&url);
+	return rc;
 }
 
 /* after a rejection: 100 ms, 200 ms, 400 ms... plus up to as much again */

@@ -174,6 +174,13 @@ git --git-dir=remote.git show refs/heads/pages:site/u.txt >/dev/null 2>&1 || fai
 [ "$(push_json error)" = None ] || fail "the error is over"
 all_ff remote.git || fail "not a fast-forward: $(cat "$WS/.rl")"
 
+# a URL rewritten by the repository's url.BASE.insteadOf, as git does
+git -C repo config "url.file://$WS/.insteadOf" "mirror:"
+conf "mirror:remote.git"
+printf 'i\n' > src/i.txt
+run sync; expect_rc 0 "a push through insteadOf"
+git --git-dir=remote.git show refs/heads/pages:site/i.txt >/dev/null 2>&1 || fail "pushed through insteadOf"
+
 # ---- git:// with git daemon; a pre-receive hook that refuses ----
 PORT=$(free_port)
 mkdir srv; git init -q --bare srv/site.git; git -C srv/site.git config core.logAllRefUpdates true
@@ -182,7 +189,7 @@ conf "git://127.0.0.1:$PORT/site.git"
 run sync; expect_rc 0 "sync pushes to git://"
 [ "$(rlog srv/site.git)" = "$(local_tip)" ] || fail "git:// remote has the tip"
 expect_in "$(rfiles srv/site.git)" "site/u.txt" "git:// remote files"
-git -C repo rev-parse -q --verify refs/tend/remotes/pages/pages >/dev/null || fail "a URL's tracking ref"
+[ "$(git -C repo for-each-ref --format='%(refname)' refs/tend/remotes/pages | wc -l)" = 2 ] || fail "a tracking ref per URL: $(git -C repo for-each-ref refs/tend/remotes)"
 cat > srv/site.git/hooks/pre-receive <<'HOOK'
 #!/bin/sh
 echo "pages are frozen today" >&2
