@@ -144,14 +144,26 @@ plan_summary(struct cli *c)
 
 /* One app's pass in sync --json: {"app", "status", "result": {...}} */
 static void
-put_app_pass(struct tend_buf *b, size_t k, const char *app,
-    const struct tend_pass *p)
+put_app_pass(struct tend_buf *b, size_t k, struct tend_ws *ws,
+    const char *app, const struct tend_pass *p)
 {
+	const struct tend_app_config *a = tend_ws_app(ws, app);
+	struct tend_push_status ps = {0};
+
 	tend_buf_puts(b, k ? ",\n  {\"app\": " : "\n  {\"app\": ");
 	tend_buf_json(b, app);
 	tend_buf_printf(b, ", \"status\": %d, \"result\": {", p->status);
 	tend_pass_json(b, p);
-	tend_buf_puts(b, "}}");
+	tend_buf_putc(b, '}');
+	/* push = REMOTE: where it stands after the sync */
+	if (a)
+		tend_app_push_status(ws, a, &ps);
+	if (ps.configured) {
+		tend_buf_puts(b, ", \"push\": ");
+		tend_push_status_json(b, &ps);
+	}
+	tend_push_status_finish(&ps);
+	tend_buf_putc(b, '}');
 }
 
 void
@@ -230,7 +242,7 @@ sync_by_agent(struct cli *c, struct tend_ws *ws)
 				p.error[al] == ':' ? "" : ": ",
 			    p.error);
 		if (c->json)
-			put_app_pass(&out, k, v[k].app, &p);
+			put_app_pass(&out, k, ws, v[k].app, &p);
 		else if (!c->quiet) {
 			struct tend_buf t = TEND_BUF_INIT;
 
@@ -352,7 +364,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			tend_store_write_settle(tend_engine_store(ws->eng), put_last,
 			    &lp);
 			if (c->json)
-				put_app_pass(&out, shown, app->name, &p);
+				put_app_pass(&out, shown, ws, app->name, &p);
 			else if (!c->quiet) {
 				struct tend_buf t = TEND_BUF_INIT;
 

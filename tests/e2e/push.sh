@@ -111,6 +111,8 @@ run sync; expect_rc 0 "sync pushes to a file:// remote"
 [ "$(push_json error)" = None ] || fail "no error after a push"
 [ "$(push_json pushed)" != 0 ] || fail "the push's time is kept"
 run status; expect_in "$OUT" "push origin refs/heads/pages: 0 ahead, 0 behind; last pushed" "status text"
+run sync --json; expect_rc 0 "sync --json"; json_ok "$OUT"
+expect_in "$OUT" '"push": {"remote": "origin", "ref": "refs/heads/pages", "ahead": 0' "sync --json has the push"
 
 # ---- another clone pushes between two passes: merged, never forced ----
 tmp=$WS/other; git clone -q remote.git "$tmp" 2>/dev/null; git -C "$tmp" checkout -q pages
