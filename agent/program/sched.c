@@ -554,9 +554,9 @@ plan_paused(struct agent *a)
  * loop: the child pushes (tend_app_push: fetch, merge and retry on a
  * rejection included), notes the outcome in STATE/push/APP, writes its
  * message down a pipe and exits; the loop reaps it when the pipe is
- * readable. The child closes every descriptor it inherited but its pipe
- * (the agent's lock among them: a child must never hold it) and dies
- * with the agent (PR_SET_PDEATHSIG). It is forked only between passes,
+ * readable. The child closes the agent's own descriptors (its locks
+ * among them: a child must never hold one; the socket, epoll...) and
+ * dies with the agent (PR_SET_PDEATHSIG). It is forked only between passes,
  * when no other thread runs.
  *
  * A failure is tried again after 1 s, 2 s, 4 s... up to 5 min, each with
@@ -593,15 +593,25 @@ push_start(struct agent *a, size_t i)
 	if (pid == 0) {
 		sigset_t all;
 		struct tend_buf out = TEND_BUF_INIT;
-		long max = sysconf(_SC_OPEN_MAX);
+		int mine[] = {a->lockfd, a->ws->wlock - 1, a->lst, a->ep,
+		    a->ino, a->sig, a->tmr};
 
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(1);
-		for (int fd = 3; fd < (max > 0 && max < 65536 ? max : 65536);
-		     fd++)
-			if (fd != fds[1])
-				close(fd);
+		/* the agent's own descriptors: its locks above all. Not
+		 * every one: libgit2 may have pack files open, which a new
+		 * file must not take the number of */
+		for (size_t k = 0; k < sizeof mine / sizeof *mine; k++)
+			if (mine[k] > 2)
+				close(mine[k]);
+		for (int k = 0; k < MAX_CLIENTS; k++)
+			if (a->clients[k].fd > 2)
+				close(a->clients[k].fd);
+		for (size_t k = 0; k < a->napps; k++)
+			if (a->apps[k].push_pid)
+				close(a->apps[k].push_fd);
+		close(fds[0]);
 		sigemptyset(&all);
 		sigprocmask(SIG_SETMASK, &all, NULL);
 		signal(SIGPIPE, SIG_DFL);

@@ -2360,3 +2360,21 @@ tend_git_locks_note(struct git_repository *repo, const char *ref,
 {
 	locks_note(repo, ref, oid);
 }
+
+void
+tend_git_locks_note_file(const char *lock, const struct git_oid *oid)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+	char hex[GIT_OID_HEXSZ + 1];
+
+	if (!locks_list)
+		return;
+	git_oid_tostr(hex, sizeof hex, oid);
+	tend_buf_printf(&b, "%s %s\n", lock, hex);
+	int fd = open(locks_list, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)!write(fd, b.ptr, b.len);
+		close(fd);
+	}
+	tend_buf_release(&b);
+}

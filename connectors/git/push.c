@@ -737,6 +737,20 @@ push_once(git_repository *repo, git_remote *remote,
 
 	tend_buf_printf(&spec, "%s:%s", p->ref, p->remote_ref);
 	specs[0] = spec.ptr;
+	/* file://: libgit2 writes the remote's ref in this process, and a
+	 * kill there leaves its lock, which the next push must clear */
+	const char *url = git_remote_url(remote);
+	if (url && strncmp(url, "file://", 7) == 0) {
+		struct tend_buf lock = TEND_BUF_INIT;
+		git_oid local;
+
+		if (ref_id(repo, p->ref, &local)) {
+			tend_buf_printf(&lock, "%s/%s.lock", url + 7,
+			    p->remote_ref);
+			tend_git_locks_note_file(lock.ptr, &local);
+		}
+		tend_buf_release(&lock);
+	}
 	git_push_options_init(&po, GIT_PUSH_OPTIONS_VERSION);
 	callbacks(&po.callbacks, &x);
 	git_error_clear();

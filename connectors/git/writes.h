@@ -20,4 +20,9 @@ void tend_git_writes_end(struct tend_buf *tf);
 void tend_git_locks_note(struct git_repository *repo, const char *ref,
     const struct git_oid *oid);
 
+/* Right before a ref of another repository on this machine (a file://
+ * remote, which libgit2 writes in this process) is written with `oid`:
+ * `lock` is that ref's lock file. */
+void tend_git_locks_note_file(const char *lock, const struct git_oid *oid);
+
 #endif
