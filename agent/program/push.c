@@ -26,19 +26,20 @@
 #include "json.h"
 #include "tend/status.h"
 
-/* *repo and *state: the repository's path, and STATE/push-locks, where the
- * push notes the ref locks it takes (a list of its own: the agent's
- * passes keep theirs in STATE while a push runs beside them) */
+/* *repo and *locks: the repository's path, and STATE/push-locks, where
+ * the push notes the ref locks it takes (a list of its own: the agent's
+ * passes keep theirs in STATE/git-locks while a push runs beside them) */
 static void
 push_spec(struct tend_ws *ws, const struct tend_app_config *app,
-    struct tend_git_push *p, char **repo, char **state)
+    struct tend_git_push *p, char **repo, char **locks)
 {
 	*repo = app->target_path[0] == '/' ? tend_xstrdup(app->target_path)
 					   : path_join(ws->root, app->target_path);
-	*state = path_join(ws->state_dir, "push-locks");
+	*locks = path_join(ws->state_dir, "push-locks");
 	*p = (struct tend_git_push){
 		.repo = *repo,
-		.state = *state,
+		.state = ws->state_dir,
+		.locks = *locks,
 		.app = app->name,
 		.ref = app->ref,
 		.remote = app->push,
@@ -142,7 +143,6 @@ tend_app_push(struct tend_ws *ws, struct tend_app_config *app)
 		return 0;
 	}
 	tend_error_clear();
-	mkdir(state, 0700);
 	rc = tend_git_push_run(&p, &merges);
 	struct tend_json *old = state_read(ws, app->name);
 	long long now = (long long)time(NULL);

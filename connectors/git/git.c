@@ -1638,7 +1638,7 @@ static void locks_begin(const char *list);
  * path alive until writes_end.
  */
 static void
-writes_begin(const char *state, struct tend_buf *tf)
+writes_begin_at(const char *state, const char *locks, struct tend_buf *tf)
 {
 	struct tend_buf p = TEND_BUF_INIT;
 
@@ -1646,10 +1646,19 @@ writes_begin(const char *state, struct tend_buf *tf)
 		return;
 	tend_buf_printf(tf, "%s/git-tags", state);
 	tags_file = tf->ptr;
-	tend_buf_printf(&p, "%s/git-locks", state);
+	if (locks)
+		tend_buf_puts(&p, locks);
+	else
+		tend_buf_printf(&p, "%s/git-locks", state);
 	locks_list = tend_buf_detach(&p, NULL);
 	locks_recover(locks_list);
 	locks_begin(locks_list);
+}
+
+static void
+writes_begin(const char *state, struct tend_buf *tf)
+{
+	writes_begin_at(state, NULL, tf);
 }
 
 static void
@@ -2342,10 +2351,20 @@ out:
 /* ---- for push.c (writes.h) ---- */
 
 void
-tend_git_writes_begin(const char *state, struct tend_buf *tf)
+tend_git_writes_begin(const char *state, const char *locks,
+    struct tend_buf *tf)
 {
 	git_ready();
-	writes_begin(state, tf);
+	writes_begin_at(state, locks, tf);
+}
+
+void
+tend_git_tags_follow(struct git_repository *repo, const char *ref,
+    const struct git_oid *from, const struct git_oid *to)
+{
+	struct spec none = {.tags = (char *)"", .tagslen = 0};
+
+	tags_follow(repo, ref, from, to, &none);
 }
 
 void

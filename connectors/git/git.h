@@ -69,7 +69,9 @@ int tend_git_sweep(const struct tend_git_sweep *s, size_t *count);
  */
 struct tend_git_push {
 	const char *repo;	/* its path */
-	const char *state;	/* tend's state directory (ref locks), or NULL */
+	const char *state;	/* tend's state directory (tags), or NULL */
+	const char *locks;	/* the list of ref locks taken (NULL: the
+				 * state directory's) */
 	const char *app;	/* names a URL remote's tracking ref */
 	const char *ref;	/* the local ref */
 	const char *remote;	/* a remote of the repository, or a URL */

@@ -675,6 +675,8 @@ merge_onto(git_repository *repo, const struct tend_git_push *p,
 		rc = TEND_ECONFLICT;
 	} else if (rc)
 		rc = fail(TEND_ERROR, "move the local ref", p);
+	else /* tend's tags kept on the tip follow it */
+		tend_git_tags_follow(repo, p->ref, ours, &commit);
 out:
 	git_reference_free(ref);
 	git_signature_free(author);
@@ -712,12 +714,14 @@ remote_says(struct tend_buf *out, const struct tend_buf *said)
 	}
 }
 
+/* the remote's ref moved between its advertisement and our update */
 static bool
 is_nonff(const char *status)
 {
 	return strstr(status, "non-fast-forward") ||
 	    strstr(status, "fetch first") || strstr(status, "stale info") ||
-	    strstr(status, "failed to update ref");
+	    strstr(status, "failed to update ref") ||
+	    strstr(status, "but expected");
 }
 
 /* How one attempt went. */
@@ -822,7 +826,7 @@ tend_git_push_run(const struct tend_git_push *p, unsigned *merges)
 	tend_git_push_tracking(&track, p->remote, p->remote_ref, p->app);
 	if ((rc = open_remote(repo, p, &remote)))
 		goto out;
-	tend_git_writes_begin(p->state, &tf);
+	tend_git_writes_begin(p->state, p->locks, &tf);
 	for (int attempt = 0;; attempt++) {
 		git_oid local, seen;
 		bool has_seen = ref_id(repo, track.ptr, &seen);

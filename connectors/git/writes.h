@@ -12,9 +12,15 @@
 struct git_repository;
 struct git_oid;
 
-/* `state`: tend's state directory, or NULL (then neither is done); *tf
- * stays alive until tend_git_writes_end. */
-void tend_git_writes_begin(const char *state, struct tend_buf *tf);
+/* `state`: tend's state directory, or NULL (then neither is done);
+ * `locks`: the list of ref locks (NULL: STATE/git-locks); *tf stays
+ * alive until tend_git_writes_end. */
+void tend_git_writes_begin(const char *state, const char *locks,
+    struct tend_buf *tf);
+/* tend's tags that follow `ref` and sat on `from` move to `to` (inside
+ * a writes bracket). */
+void tend_git_tags_follow(struct git_repository *repo, const char *ref,
+    const struct git_oid *from, const struct git_oid *to);
 void tend_git_writes_end(struct tend_buf *tf);
 /* Right before `ref` (a full name) is written with `oid`. */
 void tend_git_locks_note(struct git_repository *repo, const char *ref,

@@ -68,6 +68,7 @@ conf() {
 	target = git:repo
 	ref = refs/heads/pages
 	prefix = site
+	tag = latest
 	push = $1
 CONF
 }
@@ -126,6 +127,8 @@ run sync; expect_rc 0 "sync onto a remote that moved"
 git --git-dir=remote.git merge-base --is-ancestor "$theirs" refs/heads/pages || fail "their commit is kept"
 [ "$(rlog remote.git)" = "$(local_tip)" ] || fail "local and remote agree after the merge"
 all_ff remote.git || fail "a remote update was not a fast-forward: $(cat "$WS/.rl")"
+[ "$(git -C repo rev-parse refs/tags/latest)" = "$(local_tip)" ] || fail "tend's tag follows the merge"
+run check; expect_rc 0 "no drift after the merge"
 # a third round: they push again, and tend deletes one of its entries
 printf 'more\n' > "$tmp/MORE"; git -C "$tmp" pull -q --no-rebase origin pages 2>/dev/null
 git -C "$tmp" add -A; git -C "$tmp" commit -qm more; git -C "$tmp" push -q origin pages
