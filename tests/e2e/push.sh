@@ -243,9 +243,13 @@ expect_in "$ERR" "push to git://127.0.0.1:$PORT/site.git failed" "the agent's sy
 git -C repo show refs/heads/pages:site/x.txt >/dev/null 2>&1 || fail "the commit stands"
 stop_agent
 all_ff srv/site.git || fail "not a fast-forward: $(cat "$WS/.rl")"
-# the remote back: the next sync pushes what the agent could not
+# the remote back, a new agent: its catch-up pushes what the last one
+# could not, with no change to the sources
 start_daemon
-run sync; expect_rc 0 "the next sync pushes"
-git --git-dir=srv/site.git show refs/heads/pages:site/x.txt >/dev/null 2>&1 || fail "pushed by the next sync"
+"$TEND" watch 2>"$WS/agent2.err" &
+AGENT=$!
+wait_for 'git --git-dir=srv/site.git show refs/heads/pages:site/x.txt >/dev/null 2>&1' || fail "the next agent pushed: $(cat "$WS/agent2.err")"
+[ "$(rlog srv/site.git)" = "$(local_tip)" ] || fail "the remote has the local tip"
+stop_agent
 stop_daemon
 finish
