@@ -7,10 +7,11 @@
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 CTL="python3 $HERE/agentctl.py $WS/.tend/agent.sock"
-DAEMON=; AGENT=
+DAEMON=; AGENT=; HTTPD=
 stop_daemon() { [ -n "$DAEMON" ] && kill "$DAEMON" 2>/dev/null && wait "$DAEMON" 2>/dev/null; DAEMON=; }
 stop_agent() { [ -n "$AGENT" ] && kill -TERM "$AGENT" 2>/dev/null && wait "$AGENT" 2>/dev/null; AGENT=; }
-trap 'stop_agent; stop_daemon; chmod -R u+rwx "$WS" 2>/dev/null; rm -rf "$WS"' EXIT
+stop_httpd() { [ -n "$HTTPD" ] && kill "$HTTPD" 2>/dev/null && wait "$HTTPD" 2>/dev/null; HTTPD=; }
+trap 'stop_agent; stop_daemon; stop_httpd; chmod -R u+rwx "$WS" 2>/dev/null; rm -rf "$WS"' EXIT
 export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t
 export GIT_CONFIG_NOSYSTEM=1 HOME="$WS/home"; mkdir -p "$HOME"
 GIT_DAEMON=$(git --exec-path)/git-daemon
@@ -252,4 +253,20 @@ wait_for 'git --git-dir=srv/site.git show refs/heads/pages:site/x.txt >/dev/null
 [ "$(rlog srv/site.git)" = "$(local_tip)" ] || fail "the remote has the local tip"
 stop_agent
 stop_daemon
+
+# ---- http with Basic authentication: credentials from git's credential
+# helpers (never a prompt) ----
+git init -q --bare srv/http.git
+python3 "$HERE/githttp.py" "$WS/srv" "$WS/http.port" tend s3cret &
+HTTPD=$!
+wait_for '[ -s "$WS/http.port" ]' || fail "the http server did not start"
+HPORT=$(cat "$WS/http.port")
+sed -i "s|^	push = .*|	push = http://127.0.0.1:$HPORT/http.git|" tend.conf
+run sync; expect_rc 1 "http without credentials"
+expect_in "$ERR" "no credentials for this remote" "said so"
+git config --global credential.helper store
+printf 'http://tend:s3cret@127.0.0.1:%s\n' "$HPORT" > "$HOME/.git-credentials"
+run sync; expect_rc 0 "http with the credential helper's password"
+[ "$(rlog srv/http.git)" = "$(local_tip)" ] || fail "pushed over http"
+stop_httpd
 finish
