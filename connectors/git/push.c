@@ -98,8 +98,7 @@ helper_fill(const char *url, char **user, char **pass)
 	posix_spawn_file_actions_t fa;
 	char *argv[] = {(char *)"git", (char *)"credential", (char *)"fill",
 	    NULL};
-	struct tend_buf env = TEND_BUF_INIT, req = TEND_BUF_INIT;
-	struct tend_buf ans = TEND_BUF_INIT;
+	struct tend_buf req = TEND_BUF_INIT, ans = TEND_BUF_INIT;
 	pid_t pid;
 	size_t nenv = 0;
 
@@ -114,8 +113,10 @@ helper_fill(const char *url, char **user, char **pass)
 		if (strncmp(*e, "GIT_TERMINAL_PROMPT=", 20) != 0 &&
 		    strncmp(*e, "GIT_ASKPASS=", 12) != 0)
 			envp[k++] = *e;
+	/* no terminal prompt, and an empty GIT_ASKPASS stops git from
+	 * trying core.askPass and SSH_ASKPASS (a dialog) too */
 	envp[k++] = (char *)"GIT_TERMINAL_PROMPT=0";
-	envp[k++] = (char *)"GIT_ASKPASS=true";
+	envp[k++] = (char *)"GIT_ASKPASS=";
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
 	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
@@ -129,7 +130,9 @@ helper_fill(const char *url, char **user, char **pass)
 	if (sp != 0)
 		goto out;
 	tend_buf_printf(&req, "url=%s\n\n", url);
+	void (*was)(int) = signal(SIGPIPE, SIG_IGN);
 	(void)!write(in[1], req.ptr, req.len);
+	signal(SIGPIPE, was);
 	close(in[1]);
 	in[1] = -1;
 	char buf[1024];
@@ -153,7 +156,7 @@ helper_fill(const char *url, char **user, char **pass)
 			break;
 		l = nl + 1;
 	}
-	rc = *user && *pass ? 0 : -1;
+	rc = *user && *pass && **pass ? 0 : -1;
 out:
 	for (int i = 0; i < 2; i++) {
 		if (in[i] >= 0)
@@ -166,7 +169,6 @@ out:
 		free(*pass);
 		*user = *pass = NULL;
 	}
-	tend_buf_release(&env);
 	tend_buf_release(&req);
 	tend_buf_release(&ans);
 	return rc;
