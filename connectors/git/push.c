@@ -29,7 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <git2.h>
-#include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -194,10 +194,13 @@ on_credentials(git_credential **out, const char *url, const char *user,
 						 "git's credential helpers tried)");
 		return GIT_EAUTH;
 	}
+	/* no user in the URL: the login name, as ssh itself does */
+	const struct passwd *pw = user ? NULL : getpwuid(getuid());
+	const char *u = user ? user : pw ? pw->pw_name : "git";
+
 	if (allowed & GIT_CREDENTIAL_USERNAME)
-		return git_credential_username_new(out, user ? user : "git");
+		return git_credential_username_new(out, u);
 	if (allowed & GIT_CREDENTIAL_SSH_KEY) {
-		const char *u = user ? user : "git";
 		const char *home = getenv("HOME");
 
 		if (step == 0 && getenv("SSH_AUTH_SOCK"))
@@ -222,14 +225,15 @@ on_credentials(git_credential **out, const char *url, const char *user,
 		}
 	}
 	if ((allowed & GIT_CREDENTIAL_USERPASS_PLAINTEXT) && !x->helper_tried) {
-		char *u = NULL, *pw = NULL;
+		char *name = NULL, *pass = NULL;
 		int rc;
 
 		x->helper_tried = true;
-		if (helper_fill(url, &u, &pw) == 0) {
-			rc = git_credential_userpass_plaintext_new(out, u, pw);
-			free(u);
-			free(pw);
+		if (helper_fill(url, &name, &pass) == 0) {
+			rc = git_credential_userpass_plaintext_new(out, name,
+			    pass);
+			free(name);
+			free(pass);
 			return rc;
 		}
 	}
