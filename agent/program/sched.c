@@ -659,6 +659,7 @@ push_kick(struct agent *a, size_t i, bool now)
 	/* waiting out a backoff: only new work, or a sync, goes first */
 	if (s->push_due && !now)
 		return;
+	s->push_due = 0; /* (nothing left to push: no retry either) */
 	if (push_ahead(a, i))
 		push_start(a, i);
 }
