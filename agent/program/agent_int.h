@@ -86,6 +86,7 @@ struct client {
 	uint64_t shed; /* action events skipped while it lagged */
 	bool subscribed;
 	bool want_done; /* asked for a sync: told when it is over */
+	bool passed;	/* ...its passes ran (its pushes may still run) */
 	uint64_t seen; /* a->ticks when it connected or last sent */
 	struct tend_buf in, out;
 };

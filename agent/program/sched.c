@@ -812,10 +812,12 @@ sync_done_maybe(struct agent *a)
 	for (int k = 0; k < MAX_CLIENTS; k++) {
 		struct client *c = &a->clients[k];
 
-		if (c->fd >= 0 && c->want_done) {
+		/* (a push that ends before the sync's passes ran is not
+		 * the sync's) */
+		if (c->fd >= 0 && c->want_done && c->passed) {
 			/* a `tend sync`: it reads the store next */
 			settle(a);
-			c->want_done = false;
+			c->want_done = c->passed = false;
 			client_send(a, c, "{\"event\": \"sync_done\"}\n");
 		}
 	}

@@ -381,6 +381,7 @@ on_command(struct agent *a, struct client *c, const char *line)
 			a->apps[i].full = true;
 		due_now(a);
 		c->want_done = cmd[0] == 's';
+		c->passed = false; /* until this sync's passes ran */
 		a->forced |= cmd[0] == 's';
 		tend_buf_printf(&out, "{\"event\": \"ok\", \"cmd\": \"%s\"}\n",
 		    cmd);
@@ -499,6 +500,7 @@ on_accept(struct agent *a)
 		c->in = (struct tend_buf)TEND_BUF_INIT;
 		c->out = (struct tend_buf)TEND_BUF_INIT;
 		c->subscribed = false;
+		c->want_done = c->passed = false; /* not the last one's */
 		c->shed = 0;
 		c->seen = ++a->ticks;
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};

@@ -414,9 +414,13 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 					run_passes(&a, false);
 					/* a `tend sync` pushes what waits,
 					 * and hears once that is over too */
-					for (int k = 0; k < MAX_CLIENTS; k++)
-						asked |= a.clients[k].fd >= 0 &&
-						    a.clients[k].want_done;
+					for (int k = 0; k < MAX_CLIENTS; k++) {
+						struct client *c = &a.clients[k];
+
+						c->passed = c->fd >= 0 &&
+						    c->want_done;
+						asked |= c->passed;
+					}
 					for (size_t k = 0; asked && k < a.napps;
 					     k++)
 						if (!a.apps[k].push_pid)
