@@ -12,7 +12,7 @@ changes toggling lossy `file-mode`/`executable` and destructive
 either after a random delay, or exactly at an operation through a
 failpoint (TEND_FAILPOINTS=POINT@N=kill: a write, a rename, an unlink, a
 mkdir, the commit of pending records, the settling commit, a git object
-write, a ref update).
+write, a ref update, a push).
 
 With --agent the workload is applied while a `tend watch` (debounce 0)
 follows it, and the agent is SIGKILLed: after a random delay, at a
@@ -30,7 +30,9 @@ After every kill a clean `tend sync` must converge:
     another author committed under the prefix is still there (unless an
     exclusive container took it), someone else's tags are where they were,
     tend's tag is on the tip, `git count-objects` finds no garbage and
-    `git fsck --strict` is clean;
+    `git fsck --strict` is clean; the app pushes (push = a file://
+    remote): the remote's ref is the local tip, and it only ever moved
+    forward (each converged tip a descendant of the one before);
   - `tend check` finds no drift (nor counters that disagree with the
     rows), `tend status` counts per app what `tend ls` lists, every
     tracked state has one record (no
@@ -58,7 +60,8 @@ import tempfile
 import time
 
 POINTS = ["write", "rename", "unlink", "mkdir", "lmdb-commit~write",
-          "lmdb-commit~settle", "git-odb-write", "git-ref-update"]
+          "lmdb-commit~settle", "git-odb-write", "git-ref-update",
+          "git-push"]
 GEN = """c=$(cat)
 case "$c" in FAIL*) echo "gen: $TEND_PATH asks to fail" >&2; exit 3;; esac
 printf 'gen:%s\\n' "$c"
@@ -119,6 +122,10 @@ class Torture:
         self.dropped = None  # the app whose drop was killed
         subprocess.run(["git", "init", "-q", "--bare", "repo.git"],
                        cwd=self.ws, check=True)
+        # the pages app's push remote, and its tips as last converged
+        subprocess.run(["git", "init", "-q", "--bare", "remote.git"],
+                       cwd=self.ws, check=True)
+        self.remote_tips = {}
         # someone else's tags, on a commit of their own: never moved
         base = self.git("commit-tree", "-m", "base",
                         self.git("mktree", stdin=b"").strip()).strip()
@@ -223,6 +230,7 @@ class Torture:
 \tref = {k['ref']}
 \tprefix = {k['prefix']}
 \ttag = latest
+\tpush = file://{self.ws}/remote.git
 \texecutable = {k['executable']}
 \texclusive = {str(k['pages_exclusive']).lower()}
 \tmax-delete = 1000000
@@ -722,6 +730,25 @@ class Torture:
                                  check=False).strip() ==
                         self.git("rev-parse", ref).strip(),
                         "tag latest is not on %s" % ref)
+        # push: the converging sync pushed the local tip; no remote
+        # update went backwards or sideways since the last convergence
+        rgit = ["git", "--git-dir", os.path.join(self.ws, "remote.git")]
+        for r in ("refs/heads/pages", "refs/heads/gh-pages"):
+            lt = self.git("rev-parse", "-q", "--verify", r,
+                          check=False).strip()
+            rt = subprocess.run(rgit + ["rev-parse", "-q", "--verify", r],
+                                stdout=subprocess.PIPE).stdout.decode().strip()
+            if r == ref and lt:
+                self.expect(rt == lt, "remote %s is %s, local %s" %
+                            (r, rt[:12], lt[:12]))
+            old = self.remote_tips.get(r)
+            if old and rt != old:
+                self.expect(subprocess.run(rgit + ["merge-base",
+                            "--is-ancestor", old, rt]).returncode == 0,
+                            "remote %s moved %s -> %s: not a fast-forward"
+                            % (r, old[:12], rt[:12]))
+            if rt:
+                self.remote_tips[r] = rt
         garbage = [l for l in self.git("count-objects", "-v").splitlines()
                    if l.startswith("garbage:")]
         self.expect(garbage == ["garbage: 0"], "objects: %s" % garbage)

@@ -51,7 +51,7 @@ struct tend_app_config {
 	int source_line, target_line, ref_line, prefix_line;
 	/* of keys whose values are checked after parsing (their errors
 	 * name their line) */
-	int executable_line, symlinks_line, name_line;
+	int executable_line, symlinks_line, name_line, push_line, push_ref_line;
 	char *source;
 	struct tend_strv include, exclude;
 	bool gitignore;
@@ -73,6 +73,9 @@ struct tend_app_config {
 	char *symlinks; /* skip | copy | copy-any */
 	struct tend_strv tags;
 	bool allow_checked_out;
+	/* push = REMOTE: a remote of the repository or a URL; push-ref: the
+	 * ref on the remote (NULL: the app's ref) */
+	char *push, *push_ref;
 	/* plugin targets: the type (a [plugin] name), the app's other keys
 	 * as written, and (filled by the host from the plugin's key list)
 	 * each key's value in the plugin's order, defaults applied */

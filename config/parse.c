@@ -256,6 +256,11 @@ static const struct opt opts[] = {
 	    "git: lightweight tag kept on the synced commit (repeatable)"},
 	{"app", "allow-checked-out", V_BOOL, A(allow_checked_out), "false",
 	    "git: write a ref that is checked out in a working tree"},
+	{"app", "push", V_STR, A(push), NULL,
+	    "git: after each commit, push the ref to this remote (a remote "
+	    "of the repository, or a URL); never forced"},
+	{"app", "push-ref", V_REF, A(push_ref), NULL,
+	    "git: the ref to push to (default: the app's ref)"},
 };
 
 #define NOPTS (sizeof opts / sizeof *opts)
@@ -457,6 +462,46 @@ valid_tag(struct ctx *x, const char *value, int line, const char *fullkey)
 	return false;
 }
 
+/* push = REMOTE and push-ref: a git app's, a remote's name git accepts
+ * or a URL (whether the repository has that remote is known only when
+ * it pushes) */
+static void
+push_checks(struct ctx *x, const struct tend_app_config *a, const char *k)
+{
+	char kx[320];
+
+	snprintf(kx, sizeof kx, "%s.push", k);
+	if (a->push && a->target && a->target != TEND_TARGET_GIT)
+		diag(x->d, x->file, a->push_line, kx,
+		    "push needs a git: target");
+	else if (a->push) {
+		const char *v = a->push, *why = NULL;
+		bool url = strchr(v, ':') || strchr(v, '/');
+
+		for (const char *q = v; *q && !why; q++)
+			if ((unsigned char)*q <= 0x20 || *q == 0x7f)
+				why = "it holds a space or a control character";
+		if (!why && !*v)
+			why = "it is empty";
+		if (!why && !url) {
+			size_t n = strlen(v) + 16;
+			char *full = xmalloc(n);
+
+			snprintf(full, n, "refs/remotes/%s", v);
+			why = refname_fault(full);
+			free(full);
+		}
+		if (why)
+			diag(x->d, x->file, a->push_line, kx,
+			    "\"%s\" is neither a remote's name nor a URL: %s "
+			    "(e.g. origin, or file:///srv/site.git)", v, why);
+	}
+	snprintf(kx, sizeof kx, "%s.push-ref", k);
+	if (a->push_ref && !a->push)
+		diag(x->d, x->file, a->push_ref_line, kx,
+		    "push-ref without push (the remote to push to)");
+}
+
 static int
 store(struct ctx *x, const struct opt *o, void *base, const char *value,
     int line, const char *fullkey)
@@ -633,6 +678,10 @@ key_line(struct tend_app_config *app, size_t off)
 		return &app->symlinks_line;
 	if (off == A(name_tmpl))
 		return &app->name_line;
+	if (off == A(push))
+		return &app->push_line;
+	if (off == A(push_ref))
+		return &app->push_ref_line;
 	return NULL;
 }
 
@@ -1578,6 +1627,7 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 			    a->symlinks_line ? a->symlinks_line : a->line, kx,
 			    "symlinks = %s needs declare = copy and a dir: or "
 			    "git: target", a->symlinks);
+		push_checks(&x, a, k);
 		for (const char *q = a->name; *q; q++)
 			if (*q == '/' || (unsigned char)*q < 0x20) {
 				diag(diags, origin, a->line, k,
@@ -1655,6 +1705,8 @@ tend_config_finish(struct tend_config *cfg)
 		free(a->author);
 		free(a->executable);
 		free(a->symlinks);
+		free(a->push);
+		free(a->push_ref);
 		strv_finish(&a->tags);
 		free(a->target_type);
 		for (size_t k = 0; k < a->npkeys; k++) {

@@ -201,6 +201,50 @@ test_apps_and_tree_roots(void **state)
 	done(m);
 }
 
+/* push = REMOTE: the status's push object and the agent's push events
+ * show in the app's row; a failed push puts the app first, in red */
+static void
+test_push_state_in_app_rows(void **state)
+{
+	struct tm_model *m = fresh();
+	struct tend_buf d = TEND_BUF_INIT;
+	size_t n;
+
+	(void)state;
+	tm_feed(m, "{\"event\": \"status\", \"pid\": 7, \"state\": "
+		   "\"watching\", \"apps\": [{\"name\": \"a\"}, {\"name\": "
+		   "\"pages\", \"pushing\": true, \"push\": {\"remote\": "
+		   "\"origin\", \"ref\": \"refs/heads/pages\", \"ahead\": 2, "
+		   "\"behind\": 0, \"pushed\": 0, \"tried\": 0, \"error\": "
+		   "null}}]}", 1);
+	assert_int_equal(m->napps, 2);
+	assert_non_null(strstr(row(m, TM_APPS, 1, &n),
+	    "push ahead 2 behind 0 (pushing)"));
+	assert_null(strstr(row(m, TM_APPS, 0, NULL), "push"));
+	tm_feed(m, "{\"event\": \"push\", \"app\": \"pages\", \"ok\": "
+		   "false, \"push\": {\"remote\": \"origin\", \"ref\": "
+		   "\"refs/heads/pages\", \"ahead\": 3, \"behind\": 1, "
+		   "\"pushed\": 5, \"tried\": 9, \"error\": \"push to origin "
+		   "failed: connection refused\"}}", 2);
+	assert_non_null(strstr(row(m, TM_APPS, 0, NULL), "pages"));
+	assert_non_null(strstr(row(m, TM_APPS, 0, NULL),
+	    "push ahead 3 behind 1 FAILED"));
+	m->focus = TM_APPS;
+	m->sel[TM_APPS] = 0;
+	tm_detail(m, &d);
+	assert_non_null(strstr(d.ptr, "push to:      origin"));
+	assert_non_null(strstr(d.ptr, "connection refused"));
+	tend_buf_release(&d);
+	tm_feed(m, "{\"event\": \"push\", \"app\": \"pages\", \"ok\": "
+		   "true, \"push\": {\"remote\": \"origin\", \"ref\": "
+		   "\"refs/heads/pages\", \"ahead\": 0, \"behind\": 0, "
+		   "\"pushed\": 10, \"tried\": 10, \"error\": null}}", 3);
+	assert_null(strstr(row(m, TM_APPS, 1, NULL), "FAILED"));
+	assert_non_null(strstr(row(m, TM_APPS, 1, NULL),
+	    "push ahead 0 behind 0"));
+	done(m);
+}
+
 static void
 test_plan_then_applied(void **state)
 {
@@ -743,6 +787,7 @@ main(void)
 		cmocka_unit_test(test_queue_follows_the_plans),
 		cmocka_unit_test(test_activity_bounded),
 		cmocka_unit_test(test_json_values),
+		cmocka_unit_test(test_push_state_in_app_rows),
 		cmocka_unit_test(test_json_refuses),
 	};
 

@@ -96,8 +96,11 @@ pending_clear(struct tm_model *m)
 static void
 apps_clear(struct tm_model *m)
 {
-	for (size_t i = 0; i < m->napps; i++)
+	for (size_t i = 0; i < m->napps; i++) {
 		free(m->apps[i].name);
+		free(m->apps[i].push_remote);
+		free(m->apps[i].push_error);
+	}
 	free(m->apps);
 	m->apps = NULL;
 	m->napps = 0;
@@ -229,6 +232,34 @@ activity_add(struct tm_model *m, struct tm_action *a)
 		m->sel[TM_ACTIVITY]++;
 }
 
+/* An app's "push" object (status, or a push event) into its row. */
+static void
+push_from(struct tm_app *t, const struct tend_json *p, bool pushing)
+{
+	const char *e;
+
+	if (!p || p->type != TEND_JSON_OBJ)
+		return;
+	t->has_push = true;
+	t->pushing = pushing;
+	t->ahead = tend_json_int(p, "ahead", -1, TEND_JSON_INT_MAX, -1);
+	t->behind = tend_json_int(p, "behind", -1, TEND_JSON_INT_MAX, -1);
+	t->pushed = tend_json_int(p, "pushed", 0, TEND_JSON_INT_MAX, 0);
+	free(t->push_remote);
+	t->push_remote = tend_xstrdup(tend_json_str(p, "remote", "?"));
+	free(t->push_error);
+	e = tend_json_str(p, "error", NULL);
+	t->push_error = e ? tend_xstrdup(e) : NULL;
+}
+
+static void
+on_push(struct tm_model *m, const struct tend_json *j, const char *app)
+{
+	for (size_t i = 0; i < m->napps; i++)
+		if (strcmp(m->apps[i].name, app) == 0)
+			push_from(&m->apps[i], tend_json_get(j, "push"), false);
+}
+
 static void
 on_status(struct tm_model *m, const struct tend_json *j, double now)
 {
@@ -263,6 +294,8 @@ on_status(struct tm_model *m, const struct tend_json *j, double now)
 			    TEND_JSON_INT_MAX, 0);
 			t->queued = (unsigned long long)tend_json_int(a,
 			    "queued", 0, TEND_JSON_INT_MAX, 0);
+			push_from(t, tend_json_get(a, "push"),
+			    tend_json_bool(a, "pushing", false));
 		}
 	}
 	/* the tree's first level: one node per app, kept across updates */
@@ -515,6 +548,8 @@ tm_feed(struct tm_model *m, const char *line, double now)
 	} else if (strcmp(ev, "error") == 0) {
 		snprintf(m->message, sizeof m->message, "agent: %s",
 		    tend_json_str(j, "error", "?"));
+	} else if (strcmp(ev, "push") == 0) {
+		on_push(m, j, app);
 	} else if (strcmp(ev, "pass_started") == 0) {
 		snprintf(m->running, sizeof m->running, "%s", app);
 	} else if (strcmp(ev, "pass_finished") == 0) {
@@ -686,7 +721,7 @@ app_rank(const struct tm_model *m, size_t i)
 	unsigned long long held;
 
 	app_pending(m, i, &held);
-	return m->apps[i].errors ? 0 : held ? 1 : 2;
+	return m->apps[i].errors || m->apps[i].push_error ? 0 : held ? 1 : 2;
 }
 
 static void
@@ -696,13 +731,26 @@ app_row(const struct tm_model *m, struct rowvec *rv, size_t i)
 	unsigned long long held, pending = app_pending(m, i, &held);
 	struct tm_row *r = row_add(rv);
 
+	char push[96] = "";
+
 	r->app = i;
+	if (a->has_push && a->ahead >= 0)
+		snprintf(push, sizeof push, "  push ahead %lld behind %lld%s",
+		    a->ahead, a->behind,
+		    a->pushing	       ? " (pushing)"
+		    : a->push_error ? " FAILED"
+				    : "");
+	else if (a->has_push)
+		snprintf(push, sizeof push, "  push%s",
+		    a->push_error ? " FAILED" : "");
 	snprintf(r->text, sizeof r->text,
 	    "%-12s components %-6lld states %-7lld pending "
-	    "%-5llu errors %-4llu held %llu%s",
-	    a->name, a->components, a->states, pending, a->errors, held,
+	    "%-5llu errors %-4llu held %llu%s%s",
+	    a->name, a->components, a->states, pending, a->errors, held, push,
 	    strcmp(m->running, a->name) == 0 ? "  (pass running)" : "");
-	r->cls = a->errors ? TM_C_ERROR : held ? TM_C_HELD : TM_C_NORMAL;
+	r->cls = a->errors || a->push_error ? TM_C_ERROR
+	    : held			   ? TM_C_HELD
+					   : TM_C_NORMAL;
 	row_filter(rv);
 }
 
@@ -1141,6 +1189,30 @@ tm_detail(const struct tm_model *m, struct tend_buf *out)
 			tend_buf_puts(out, "pending:    several candidate "
 					   "records (a pass was interrupted; "
 					   "the next one settles it)\n");
+		return;
+	}
+	if (m->focus == TM_APPS && r.text[0] && r.app < m->napps &&
+	    m->apps[r.app].has_push) {
+		const struct tm_app *p = &m->apps[r.app];
+
+		tend_buf_printf(out, "app %s\n\npush to:      %s\n", p->name,
+		    p->push_remote);
+		if (p->ahead >= 0)
+			tend_buf_printf(out, "ahead:        %lld\n"
+					     "behind:       %lld\n",
+			    p->ahead, p->behind);
+		if (p->pushed)
+			tend_buf_printf(out, "last pushed:  %lld (unix time)\n",
+			    p->pushed);
+		else
+			tend_buf_puts(out, "last pushed:  never\n");
+		if (p->pushing)
+			tend_buf_puts(out, "pushing now\n");
+		if (p->push_error)
+			tend_buf_printf(out, "\nlast error (the local commit "
+					     "is kept; the agent tries "
+					     "again):\n%s\n",
+			    p->push_error);
 		return;
 	}
 	if (!r.action) {

@@ -53,6 +53,11 @@ struct tm_app {
 	char *name;
 	long long components, states;
 	unsigned long long pending, errors, held, queued;
+	/* push = REMOTE: the agent's status and "push" events */
+	bool has_push, pushing;
+	long long ahead, behind; /* -1: not known */
+	long long pushed;	 /* the last push that succeeded (0: never) */
+	char *push_remote, *push_error;
 };
 
 struct tm_node {

@@ -72,6 +72,12 @@ struct appstate {
 	int64_t components, states;
 	uint64_t errors; /* failed actions and components in the last pass */
 	char *last;	 /* its last pass_finished line (no newline), or NULL */
+	/* push = REMOTE (sched.c): the child pushing now (0: none) and its
+	 * pipe; the next try after a failure, and the backoff that led
+	 * there (0 after a success) */
+	int push_pid, push_fd;
+	uint64_t push_started, push_due, push_backoff;
+	bool push_again; /* a pass committed while it pushed */
 };
 
 /* A connection to the control socket (server.c). */
@@ -80,6 +86,7 @@ struct client {
 	uint64_t shed; /* action events skipped while it lagged */
 	bool subscribed;
 	bool want_done; /* asked for a sync: told when it is over */
+	bool passed;	/* ...its passes ran (its pushes may still run) */
 	uint64_t seen; /* a->ticks when it connected or last sent */
 	struct tend_buf in, out;
 };
@@ -159,6 +166,21 @@ TEND_HIDDEN void engine_event(const struct tend_event *ev, void *arg);
 /* A pass of each app with something queued (of every app if `all`). */
 TEND_HIDDEN void run_passes(struct agent *a, bool all);
 TEND_HIDDEN void plan_paused(struct agent *a);
+/* push = REMOTE: pushes run in a child (a remote that does not answer
+ * never holds the loop); a failed one is tried again with a capped
+ * backoff. push_kick after app i's pass (or a sync: `now`), push_tick
+ * when the loop wakes (due retries, overlong pushes), push_wait is how
+ * long the loop may sleep for them (-1: no limit), push_fd_app the app
+ * whose child's pipe `fd` is (-1: none), push_reap once it is readable,
+ * push_stop_all before the apps go. */
+TEND_HIDDEN void push_kick(struct agent *a, size_t i, bool now);
+TEND_HIDDEN void push_tick(struct agent *a);
+TEND_HIDDEN int push_wait(struct agent *a);
+TEND_HIDDEN long push_fd_app(struct agent *a, int fd);
+TEND_HIDDEN void push_reap(struct agent *a, size_t i);
+TEND_HIDDEN void push_stop_all(struct agent *a);
+/* A `tend sync`'s answer, once no push of it is under way. */
+TEND_HIDDEN void sync_done_maybe(struct agent *a);
 
 /* ---- server.c: the control socket ---- */
 

@@ -181,6 +181,33 @@ int tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 void tend_app_result_finish(struct tend_app_result *res);
 
 /*
+ * push = REMOTE (push.c): push the app's ref if the remote lacks some of
+ * its commits (nothing for other apps). Returns 0 (pushed, or nothing to
+ * push), TEND_ERETRY (unreachable), TEND_ECONFLICT (refused) or
+ * TEND_ERROR, the message set ("push to REMOTE: ..."); the local commit
+ * stands either way. Notes the outcome in STATE/push/APP.
+ */
+int tend_app_push(struct tend_ws *ws, struct tend_app_config *app);
+
+/* What status shows of an app's push (counted locally: no network). */
+struct tend_push_status {
+	bool configured; /* a git app with push = */
+	char *remote, *remote_ref;
+	bool known; /* ahead and behind counted */
+	size_t ahead, behind;
+	long long pushed; /* the last push that succeeded (0: never) */
+	long long tried;  /* the last attempt (0: never) */
+	char *error;	  /* the last attempt's failure, or NULL */
+};
+void tend_app_push_status(struct tend_ws *ws,
+    const struct tend_app_config *app, struct tend_push_status *out);
+void tend_push_status_finish(struct tend_push_status *s);
+/* {"remote": ..., "ref": ..., "ahead": N, "behind": N, "pushed": T,
+ * "tried": T, "error": ...} */
+void tend_push_status_json(struct tend_buf *b,
+    const struct tend_push_status *s);
+
+/*
  * An exclusive app's strays: what is in its target (a directory, or a
  * git tree under ref and prefix) but no entry of it declares (per its
  * last pass) - files, links (never followed), and directories with

@@ -276,6 +276,34 @@ put_when(struct tend_buf *b, long long t)
 		tend_buf_printf(b, "%lld days ago", age / 86400);
 }
 
+/* "  push origin refs/heads/pages: 1 ahead, 0 behind; last pushed ...;
+ * error: ..." */
+static void
+put_push(struct tend_buf *t, const struct tend_push_status *ps)
+{
+	tend_buf_printf(t, "\n  push %s %s: ", ps->remote, ps->remote_ref);
+	if (ps->known)
+		tend_buf_printf(t, "%zu ahead, %zu behind", ps->ahead,
+		    ps->behind);
+	else
+		tend_buf_puts(t, "ahead and behind not known");
+	tend_buf_puts(t, "; last pushed ");
+	if (ps->pushed)
+		put_when(t, ps->pushed);
+	else
+		tend_buf_puts(t, "never");
+	if (ps->error) {
+		tend_buf_puts(t, "\n  push error");
+		if (ps->tried) {
+			tend_buf_puts(t, " (");
+			put_when(t, ps->tried);
+			tend_buf_putc(t, ')');
+		}
+		tend_buf_puts(t, ": ");
+		put_readable(t, ps->error);
+	}
+}
+
 /* The agent's entry for `name` in its status answer, or NULL */
 static const struct tend_json *
 agent_app(const struct tend_json *agent, const char *name)
@@ -380,10 +408,14 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 		const struct tend_json *last = NULL;
 		char key[300];
 
+		struct tend_push_status ps = {0};
+
 		if (i >= ws->cfg.napps && in_conf)
 			continue;
 		/* the store's counters: O(1) in the workspace's size (a
 		 * store an older tend wrote last is scanned) */
+		if (in_conf)
+			tend_app_push_status(ws, tend_ws_app(ws, name), &ps);
 		if (txn)
 			tend_engine_counts(ws->eng, txn, name, &cc);
 		snprintf(key, sizeof key, "last/%s", name);
@@ -423,6 +455,16 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 				    last == al ? "agent" : "store");
 			} else
 				tend_buf_puts(&out, "null");
+			if (ps.configured) {
+				tend_buf_puts(&out, ", \"push\": ");
+				tend_push_status_json(&out, &ps);
+				/* the agent's: a push under way now */
+				if (tend_json_get(aa, "pushing"))
+					tend_buf_printf(&out,
+					    ", \"pushing\": %s",
+					    tend_json_bool(aa, "pushing", false)
+						? "true" : "false");
+			}
 			tend_buf_putc(&out, '}');
 		} else if (!c->quiet) {
 			struct tend_buf t = TEND_BUF_INIT;
@@ -460,10 +502,13 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 						  "(its process was killed)");
 			else
 				tend_buf_puts(&t, "; never synced");
+			if (ps.configured)
+				put_push(&t, &ps);
 			printf("%s\n", t.ptr);
 			tend_buf_release(&t);
 		}
 		tend_json_free(sl);
+		tend_push_status_finish(&ps);
 	}
 	tend_store_read_end(txn);
 	if (c->json) {

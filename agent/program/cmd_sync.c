@@ -144,14 +144,26 @@ plan_summary(struct cli *c)
 
 /* One app's pass in sync --json: {"app", "status", "result": {...}} */
 static void
-put_app_pass(struct tend_buf *b, size_t k, const char *app,
-    const struct tend_pass *p)
+put_app_pass(struct tend_buf *b, size_t k, struct tend_ws *ws,
+    const char *app, const struct tend_pass *p)
 {
+	const struct tend_app_config *a = tend_ws_app(ws, app);
+	struct tend_push_status ps = {0};
+
 	tend_buf_puts(b, k ? ",\n  {\"app\": " : "\n  {\"app\": ");
 	tend_buf_json(b, app);
 	tend_buf_printf(b, ", \"status\": %d, \"result\": {", p->status);
 	tend_pass_json(b, p);
-	tend_buf_puts(b, "}}");
+	tend_buf_putc(b, '}');
+	/* push = REMOTE: where it stands after the sync */
+	if (a)
+		tend_app_push_status(ws, a, &ps);
+	if (ps.configured) {
+		tend_buf_puts(b, ", \"push\": ");
+		tend_push_status_json(b, &ps);
+	}
+	tend_push_status_finish(&ps);
+	tend_buf_putc(b, '}');
 }
 
 void
@@ -230,7 +242,7 @@ sync_by_agent(struct cli *c, struct tend_ws *ws)
 				p.error[al] == ':' ? "" : ": ",
 			    p.error);
 		if (c->json)
-			put_app_pass(&out, k, v[k].app, &p);
+			put_app_pass(&out, k, ws, v[k].app, &p);
 		else if (!c->quiet) {
 			struct tend_buf t = TEND_BUF_INIT;
 
@@ -238,6 +250,20 @@ sync_by_agent(struct cli *c, struct tend_ws *ws)
 			printf("%s: %s\n", v[k].app, t.ptr);
 			tend_buf_release(&t);
 		}
+	}
+	/* the agent pushed (or tried) before it answered */
+	for (size_t i = 0; i < ws->cfg.napps; i++) {
+		struct tend_push_status ps;
+
+		tend_app_push_status(ws, &ws->cfg.apps[i], &ps);
+		if (ps.configured && ps.error && (!ps.known || ps.ahead)) {
+			fprintf(stderr, "tend: %s: %s (the local commit is "
+					"kept: the agent pushes it when it "
+					"can)\n",
+			    ws->cfg.apps[i].name, ps.error);
+			status = EXIT_FAIL;
+		}
+		tend_push_status_finish(&ps);
 	}
 	if (c->json) {
 		tend_buf_puts(&out, n ? "\n]}\n" : "]}\n");
@@ -324,6 +350,15 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			status = EXIT_FAIL;
 		if (app_error)
 			fprintf(stderr, "tend: %s\n", tend_error_last());
+		/* push = REMOTE: whatever the pass committed, and what an
+		 * earlier run could not push; a failure keeps the commit */
+		if (!preview && app->push && tend_app_push(ws, app) != 0) {
+			fprintf(stderr, "tend: %s: %s (the local commit is "
+					"kept: the next sync or the agent pushes "
+					"it)\n",
+			    app->name, tend_error_last());
+			status = EXIT_FAIL;
+		}
 		if (!preview) {
 			struct last_pass lp = {TEND_BUF_INIT, app->name};
 			struct tend_pass p = {.time = (long long)time(NULL),
@@ -343,7 +378,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			tend_store_write_settle(tend_engine_store(ws->eng), put_last,
 			    &lp);
 			if (c->json)
-				put_app_pass(&out, shown, app->name, &p);
+				put_app_pass(&out, shown, ws, app->name, &p);
 			else if (!c->quiet) {
 				struct tend_buf t = TEND_BUF_INIT;
 

@@ -21,11 +21,18 @@
 #define _GNU_SOURCE
 #include "agent_int.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/timerfd.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "inspect.h"
@@ -517,6 +524,9 @@ run_passes(struct agent *a, bool all)
 			plan_preview(a, i);
 		else
 			plan_set(a, i, NULL, 0);
+		/* push = REMOTE: what this pass committed (at once), or what
+		 * an earlier run could not push (on its retry's time) */
+		push_kick(a, i, pc.created + pc.updated + pc.deleted > 0);
 	}
 	if (tend_store_settle_pending(tend_engine_store(a->ws->eng)))
 		a->settle_ms = now_ms() + a->settle_wait;
@@ -535,4 +545,280 @@ plan_paused(struct agent *a)
 			plan_preview(a, i);
 	}
 	a->first_ms = a->last_ms = 0;
+}
+
+/* ---- pushes ----
+ *
+ * A git app's push = REMOTE runs in a forked child, so a remote that
+ * does not answer (libgit2 1.5 has no connect timeout) never holds the
+ * loop: the child pushes (tend_app_push: fetch, merge and retry on a
+ * rejection included), notes the outcome in STATE/push/APP, writes its
+ * message down a pipe and exits; the loop reaps it when the pipe is
+ * readable. The child closes the agent's own descriptors (its locks
+ * among them: a child must never hold one; the socket, epoll...) and
+ * dies with the agent (PR_SET_PDEATHSIG). It is forked only between passes,
+ * when no other thread runs.
+ *
+ * A failure is tried again after 1 s, 2 s, 4 s... up to 5 min, each with
+ * up to a quarter more of jitter; a success resets it, and a pass that
+ * committed tries at once. Whether there is anything to push is git's
+ * answer (ahead of the tracking ref), so a push a kill prevented is
+ * found by the catch-up pass.
+ */
+
+#define PUSH_FIRST_MS 1000
+#define PUSH_MAX_BACKOFF_MS (5 * 60 * 1000)
+#define PUSH_MAX_MS (120 * 1000) /* a push still running then is killed */
+
+static void
+push_start(struct agent *a, size_t i)
+{
+	struct appstate *s = &a->apps[i];
+	struct tend_app_config *app = &a->ws->cfg.apps[i];
+	int fds[2];
+	pid_t parent = getpid(), pid;
+
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		logf_(a, ALOG_ERR, "%s: push: %s", app->name, strerror(errno));
+		return;
+	}
+	pid = fork();
+	if (pid < 0) {
+		logf_(a, ALOG_ERR, "%s: push: fork: %s", app->name,
+		    strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return;
+	}
+	if (pid == 0) {
+		sigset_t all;
+		struct tend_buf out = TEND_BUF_INIT;
+		int mine[] = {a->lockfd, a->ws->wlock - 1, a->lst, a->ep,
+		    a->ino, a->sig, a->tmr};
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		/* the agent's own descriptors: its locks above all. Not
+		 * every one: libgit2 may have pack files open, which a new
+		 * file must not take the number of */
+		for (size_t k = 0; k < sizeof mine / sizeof *mine; k++)
+			if (mine[k] > 2)
+				close(mine[k]);
+		for (int k = 0; k < MAX_CLIENTS; k++)
+			if (a->clients[k].fd > 2)
+				close(a->clients[k].fd);
+		for (size_t k = 0; k < a->napps; k++)
+			if (a->apps[k].push_pid)
+				close(a->apps[k].push_fd);
+		close(fds[0]);
+		sigemptyset(&all);
+		sigprocmask(SIG_SETMASK, &all, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		int rc = tend_app_push(a->ws, app);
+		if (rc)
+			tend_buf_puts(&out, tend_error_last());
+		(void)!write(fds[1], out.ptr, out.len);
+		_exit(rc ? 1 : 0);
+	}
+	close(fds[1]);
+	struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[0]};
+	epoll_ctl(a->ep, EPOLL_CTL_ADD, fds[0], &ev);
+	s->push_pid = (int)pid;
+	s->push_fd = fds[0];
+	s->push_started = now_ms();
+	s->push_due = 0;
+	s->push_again = false;
+}
+
+/* Is there anything to push? Asked of the local repository only. */
+static bool
+push_ahead(struct agent *a, size_t i)
+{
+	struct tend_push_status ps;
+	bool ahead;
+
+	tend_app_push_status(a->ws, &a->ws->cfg.apps[i], &ps);
+	ahead = ps.configured && (!ps.known || ps.ahead > 0 || ps.error);
+	tend_push_status_finish(&ps);
+	return ahead;
+}
+
+void
+push_kick(struct agent *a, size_t i, bool now)
+{
+	struct appstate *s = &a->apps[i];
+	struct tend_app_config *app = &a->ws->cfg.apps[i];
+
+	if (!app->push || app->target != TEND_TARGET_GIT)
+		return;
+	if (s->push_pid) {
+		s->push_again = true;
+		return;
+	}
+	/* waiting out a backoff: only new work, or a sync, goes first */
+	if (s->push_due && !now)
+		return;
+	s->push_due = 0; /* (nothing left to push: no retry either) */
+	if (push_ahead(a, i))
+		push_start(a, i);
+}
+
+long
+push_fd_app(struct agent *a, int fd)
+{
+	for (size_t i = 0; i < a->napps; i++)
+		if (a->apps[i].push_pid && a->apps[i].push_fd == fd)
+			return (long)i;
+	return -1;
+}
+
+/* {"event": "push", "app": ..., "ok": ..., the push's status} */
+static void
+push_event(struct agent *a, size_t i, bool ok)
+{
+	struct tend_push_status ps;
+	struct tend_buf line = TEND_BUF_INIT;
+
+	tend_app_push_status(a->ws, &a->ws->cfg.apps[i], &ps);
+	tend_buf_puts(&line, "{\"event\": \"push\", \"app\": ");
+	tend_buf_json(&line, a->ws->cfg.apps[i].name);
+	tend_buf_printf(&line, ", \"ok\": %s, \"retry_ms\": %llu, \"push\": ",
+	    ok ? "true" : "false",
+	    (unsigned long long)(a->apps[i].push_due
+		    ? a->apps[i].push_due - now_ms() : 0));
+	tend_push_status_json(&line, &ps);
+	tend_buf_puts(&line, "}\n");
+	broadcast(a, line.ptr);
+	tend_buf_release(&line);
+	tend_push_status_finish(&ps);
+}
+
+void
+push_reap(struct agent *a, size_t i)
+{
+	struct appstate *s = &a->apps[i];
+	const char *name = a->ws->cfg.apps[i].name;
+	struct tend_buf msg = TEND_BUF_INIT;
+	char buf[1024];
+	ssize_t n;
+	int st = 0;
+
+	/* the child writes once, then exits: read to the end */
+	while ((n = read(s->push_fd, buf, sizeof buf)) > 0 ||
+	    (n < 0 && errno == EINTR))
+		if (n > 0)
+			tend_buf_put(&msg, buf, (size_t)n);
+	epoll_ctl(a->ep, EPOLL_CTL_DEL, s->push_fd, NULL);
+	close(s->push_fd);
+	while (waitpid(s->push_pid, &st, 0) < 0 && errno == EINTR)
+		;
+	s->push_pid = 0;
+	s->push_fd = -1;
+	bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	if (ok) {
+		if (s->push_backoff)
+			logf_(a, ALOG_NOTICE, "%s: pushed (the remote is back)",
+			    name);
+		s->push_backoff = 0;
+		s->push_due = 0;
+	} else {
+		uint64_t b = s->push_backoff ? s->push_backoff * 2
+					     : PUSH_FIRST_MS;
+
+		if (b > PUSH_MAX_BACKOFF_MS)
+			b = PUSH_MAX_BACKOFF_MS;
+		s->push_backoff = b;
+		s->push_due = now_ms() + b + (uint64_t)rand() % (b / 4 + 1);
+		if (!msg.len)
+			tend_buf_puts(&msg, WIFSIGNALED(st)
+				? "push: killed (it ran too long)"
+				: "push failed");
+		logf_(a, ALOG_WARN, "%s: %s (the local commit is kept; "
+				    "trying again in %llu s)",
+		    name, msg.ptr,
+		    (unsigned long long)((s->push_due - now_ms() + 999) / 1000));
+	}
+	push_event(a, i, ok);
+	tend_buf_release(&msg);
+	if (s->push_again) {
+		s->push_again = false;
+		push_kick(a, i, ok);
+	}
+	sync_done_maybe(a);
+}
+
+void
+push_tick(struct agent *a)
+{
+	uint64_t now = now_ms();
+
+	for (size_t i = 0; i < a->napps; i++) {
+		struct appstate *s = &a->apps[i];
+
+		if (s->push_pid && now - s->push_started > PUSH_MAX_MS)
+			kill(s->push_pid, SIGKILL); /* reaped via its pipe */
+		else if (!s->push_pid && s->push_due && now >= s->push_due)
+			push_kick(a, i, true);
+	}
+}
+
+int
+push_wait(struct agent *a)
+{
+	uint64_t now = now_ms(), best = UINT64_MAX;
+
+	for (size_t i = 0; i < a->napps; i++) {
+		struct appstate *s = &a->apps[i];
+		uint64_t at = s->push_pid ? s->push_started + PUSH_MAX_MS + 1
+					  : s->push_due;
+
+		if (at && at < best)
+			best = at;
+	}
+	if (best == UINT64_MAX)
+		return -1;
+	return best <= now ? 0 : best - now > 3600000 ? 3600000
+						     : (int)(best - now);
+}
+
+void
+push_stop_all(struct agent *a)
+{
+	for (size_t i = 0; i < a->napps; i++) {
+		struct appstate *s = &a->apps[i];
+		int st;
+
+		if (!s->push_pid)
+			continue;
+		/* refs move atomically: a push cut short is pushed again
+		 * by the next run */
+		kill(s->push_pid, SIGKILL);
+		while (waitpid(s->push_pid, &st, 0) < 0 && errno == EINTR)
+			;
+		epoll_ctl(a->ep, EPOLL_CTL_DEL, s->push_fd, NULL);
+		close(s->push_fd);
+		s->push_pid = 0;
+		s->push_fd = -1;
+	}
+}
+
+void
+sync_done_maybe(struct agent *a)
+{
+	for (size_t i = 0; i < a->napps; i++)
+		if (a->apps[i].push_pid)
+			return; /* its outcome is part of the answer */
+	for (int k = 0; k < MAX_CLIENTS; k++) {
+		struct client *c = &a->clients[k];
+
+		/* (a push that ends before the sync's passes ran is not
+		 * the sync's) */
+		if (c->fd >= 0 && c->want_done && c->passed) {
+			/* a `tend sync`: it reads the store next */
+			settle(a);
+			c->want_done = c->passed = false;
+			client_send(a, c, "{\"event\": \"sync_done\"}\n");
+		}
+	}
 }

@@ -166,6 +166,17 @@ status_line(struct agent *a, struct tend_buf *b)
 		    (long long)s->components, (long long)s->states, s->nplan,
 		    (unsigned long long)s->errors, (unsigned long long)s->held,
 		    s->ndirty + s->full, s->last ? s->last : "null");
+		if (a->ws->cfg.apps[i].push) {
+			struct tend_push_status ps;
+
+			tend_app_push_status(a->ws, &a->ws->cfg.apps[i], &ps);
+			b->ptr[--b->len] = '\0'; /* the app's closing brace */
+			tend_buf_printf(b, ", \"pushing\": %s, \"push\": ",
+			    s->push_pid ? "true" : "false");
+			tend_push_status_json(b, &ps);
+			tend_buf_putc(b, '}');
+			tend_push_status_finish(&ps);
+		}
 	}
 	tend_store_read_end(txn);
 	tend_buf_printf(b, "], \"last\": %s}\n",
@@ -412,6 +423,7 @@ on_command(struct agent *a, struct client *c, const char *line)
 			a->apps[i].full = true;
 		due_now(a);
 		c->want_done = cmd[0] == 's';
+		c->passed = false; /* until this sync's passes ran */
 		a->forced |= cmd[0] == 's';
 		tend_buf_printf(&out, "{\"event\": \"ok\", \"cmd\": \"%s\"}\n",
 		    cmd);
@@ -530,6 +542,7 @@ on_accept(struct agent *a)
 		c->in = (struct tend_buf)TEND_BUF_INIT;
 		c->out = (struct tend_buf)TEND_BUF_INIT;
 		c->subscribed = false;
+		c->want_done = c->passed = false; /* not the last one's */
 		c->shed = 0;
 		c->seen = ++a->ticks;
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};

@@ -220,6 +220,7 @@ watch_plugins(struct agent *a)
 static void
 apps_free(struct agent *a)
 {
+	push_stop_all(a);
 	for (size_t i = 0; i < a->napps; i++) {
 		for (size_t k = 0; k < a->apps[i].ndirty; k++)
 			free(a->apps[i].dirty[k]);
@@ -364,9 +365,13 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 			if (wait < 0 || left < (uint64_t)wait)
 				wait = left > 3600000 ? 3600000 : (int)left;
 		}
+		int pw = push_wait(&a);
+		if (pw >= 0 && (wait < 0 || pw < wait))
+			wait = pw;
 		int n = epoll_wait(a.ep, evs, 16, wait);
 		if (n < 0 && errno != EINTR)
 			break;
+		push_tick(&a);
 		/* a pass due soon carries the settle; else commit it now */
 		if (a.settle_ms && now_ms() >= a.settle_ms) {
 			if (a.first_ms)
@@ -403,27 +408,33 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 				if (a.paused && !a.forced && !a.stop)
 					plan_paused(&a);
 				else if (!a.stop) {
+					bool asked = false;
+
 					a.forced = false;
 					run_passes(&a, false);
+					/* a `tend sync` pushes what waits,
+					 * and hears once that is over too */
 					for (int k = 0; k < MAX_CLIENTS; k++) {
 						struct client *c = &a.clients[k];
 
-						if (c->fd >= 0 && c->want_done) {
-							/* a `tend sync`: it
-							 * reads the store next */
-							settle(&a);
-							c->want_done = false;
-							client_send(&a, c,
-							    "{\"event\": "
-							    "\"sync_done\"}\n");
-						}
+						c->passed = c->fd >= 0 &&
+						    c->want_done;
+						asked |= c->passed;
 					}
+					for (size_t k = 0; asked && k < a.napps;
+					     k++)
+						if (!a.apps[k].push_pid)
+							push_kick(&a, k, true);
+					sync_done_maybe(&a);
 				}
 				arm_timer(&a);
 			} else if (evs[i].data.fd == a.lst) {
 				on_accept(&a);
 			} else if (evs[i].data.fd == o->stop_fd) {
 				a.stop = true;
+			} else if (push_fd_app(&a, evs[i].data.fd) >= 0) {
+				push_reap(&a,
+				    (size_t)push_fd_app(&a, evs[i].data.fd));
 			} else {
 				on_client(&a, evs[i].data.ptr, evs[i].events);
 			}

@@ -36,6 +36,7 @@
 #include "blobids.h"
 #include "fs.h"
 #include "pack.h"
+#include "writes.h"
 #include "tend/arena.h"
 #include "tend/failpoint.h"
 #include "tend/fingerprint.h"
@@ -1637,7 +1638,7 @@ static void locks_begin(const char *list);
  * path alive until writes_end.
  */
 static void
-writes_begin(const char *state, struct tend_buf *tf)
+writes_begin_at(const char *state, const char *locks, struct tend_buf *tf)
 {
 	struct tend_buf p = TEND_BUF_INIT;
 
@@ -1645,10 +1646,19 @@ writes_begin(const char *state, struct tend_buf *tf)
 		return;
 	tend_buf_printf(tf, "%s/git-tags", state);
 	tags_file = tf->ptr;
-	tend_buf_printf(&p, "%s/git-locks", state);
+	if (locks)
+		tend_buf_puts(&p, locks);
+	else
+		tend_buf_printf(&p, "%s/git-locks", state);
 	locks_list = tend_buf_detach(&p, NULL);
 	locks_recover(locks_list);
 	locks_begin(locks_list);
+}
+
+static void
+writes_begin(const char *state, struct tend_buf *tf)
+{
+	writes_begin_at(state, NULL, tf);
 }
 
 static void
@@ -2336,4 +2346,54 @@ out:
 	git_repository_free(repo);
 	git_error_clear();
 	return rc;
+}
+
+/* ---- for push.c (writes.h) ---- */
+
+void
+tend_git_writes_begin(const char *state, const char *locks,
+    struct tend_buf *tf)
+{
+	git_ready();
+	writes_begin_at(state, locks, tf);
+}
+
+void
+tend_git_tags_follow(struct git_repository *repo, const char *ref,
+    const struct git_oid *from, const struct git_oid *to)
+{
+	struct spec none = {.tags = (char *)"", .tagslen = 0};
+
+	tags_follow(repo, ref, from, to, &none);
+}
+
+void
+tend_git_writes_end(struct tend_buf *tf)
+{
+	writes_end(tf);
+}
+
+void
+tend_git_locks_note(struct git_repository *repo, const char *ref,
+    const struct git_oid *oid)
+{
+	locks_note(repo, ref, oid);
+}
+
+void
+tend_git_locks_note_file(const char *lock, const struct git_oid *oid)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+	char hex[GIT_OID_HEXSZ + 1];
+
+	if (!locks_list)
+		return;
+	git_oid_tostr(hex, sizeof hex, oid);
+	tend_buf_printf(&b, "%s %s\n", lock, hex);
+	int fd = open(locks_list, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)!write(fd, b.ptr, b.len);
+		close(fd);
+	}
+	tend_buf_release(&b);
 }

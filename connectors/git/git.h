@@ -59,4 +59,53 @@ struct tend_git_sweep {
 };
 int tend_git_sweep(const struct tend_git_sweep *s, size_t *count);
 
+/*
+ * push = REMOTE (push.c): the ref pushed to a remote, never forced. A
+ * push the remote refuses because it moved merges tend's changes onto
+ * the remote's tip (first parent: the remote's; second: the local tip)
+ * and tries again (at most 5 times, with backoff and jitter). What the
+ * remote is known to have is kept in a tracking ref
+ * (tend_git_push_tracking), moved only after a push or fetch succeeded.
+ */
+struct tend_git_push {
+	const char *repo;	/* its path */
+	const char *state;	/* tend's state directory (tags), or NULL */
+	const char *locks;	/* the list of ref locks taken (NULL: the
+				 * state directory's) */
+	const char *app;	/* names a URL remote's tracking ref */
+	const char *ref;	/* the local ref */
+	const char *remote;	/* a remote of the repository, or a URL */
+	const char *remote_ref; /* the ref on the remote */
+	const char *prefix;	/* tend's subtree ("" or NULL: the root) */
+	bool exclusive;		/* a merge takes the prefix's subtree whole */
+	const char *author;	/* the merge's author ("Name <email>"), or NULL */
+};
+
+/* Is `remote` a URL (or scp-like path) rather than a remote's name? */
+bool tend_git_push_is_url(const char *remote);
+/* The tracking ref of `remote`'s `remote_ref`: refs/remotes/NAME/BRANCH,
+ * or for a URL refs/tend/remotes/APP/HASH/BRANCH (HASH: of the URL). */
+void tend_git_push_tracking(struct tend_buf *out, const char *remote,
+    const char *remote_ref, const char *app);
+
+/*
+ * Push the ref if the remote lacks some of its commits. 0: pushed, or
+ * nothing to push; *merges: how many merges onto the remote's tip it
+ * made. TEND_ERETRY: the remote could not be reached (the local commit
+ * stands); TEND_ECONFLICT: the remote refused it (a hook: the message
+ * has what the remote said) or kept moving; else TEND_ERROR. Blocks for
+ * as long as the transport does.
+ */
+int tend_git_push_run(const struct tend_git_push *p, unsigned *merges);
+
+struct tend_git_ahead {
+	bool has_local; /* the local ref exists */
+	bool has_seen;	/* the tracking ref exists (pushed or fetched once) */
+	size_t ahead;	/* local commits the remote is not known to have */
+	size_t behind;	/* remote commits (as last seen) the local ref lacks */
+};
+/* Counted in the local repository only: no network. */
+int tend_git_push_ahead(const struct tend_git_push *p,
+    struct tend_git_ahead *out);
+
 #endif
