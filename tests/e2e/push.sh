@@ -269,4 +269,36 @@ printf 'http://tend:s3cret@127.0.0.1:%s\n' "$HPORT" > "$HOME/.git-credentials"
 run sync; expect_rc 0 "http with the credential helper's password"
 [ "$(rlog srv/http.git)" = "$(local_tip)" ] || fail "pushed over http"
 stop_httpd
+# ---- two workspaces push to one file:// remote at once: the remote's
+# ref only moves by compare-and-swap from the tip a push built on
+# (libgit2's local transport wrote it with force: a minute of two agents
+# lost 6 of 379 updates), so every update is a fast-forward and both
+# apps' files are there at the end ----
+mkdir -p race && git init -q --bare race/remote.git
+git -C race/remote.git config core.logAllRefUpdates always
+for w in 1 2; do
+	mkdir -p race/w$w/src
+	git clone -q --bare race/remote.git race/w$w/repo.git 2>/dev/null
+	printf '[app "a%s"]\n\tsource = src\n\ttarget = git:repo.git\n\tref = refs/heads/main\n\tprefix = p%s\n\tpush = origin\n' $w $w > race/w$w/tend.conf
+done
+for w in 1 2; do
+	(cd race/w$w && i=0 && while [ $i -lt ${PUSH_RACE_ROUNDS:-25} ]; do
+		echo "w$w $i" > src/f$((i % 7)); "$TEND" sync -q >/dev/null 2>&1; i=$((i + 1)); done) &
+done
+wait
+for w in 1 2; do (cd race/w$w && "$TEND" sync -q) || fail "race: w$w's last sync"; done
+for w in 1 2; do (cd race/w$w && "$TEND" sync -q) || fail "race: w$w's settling sync"; done
+for w in 1 2; do
+	want=$(cd race/w$w/src && for f in *; do echo "p$w/$f $(git hash-object "$f")"; done | sort)
+	got=$(git -C race/remote.git ls-tree -r refs/heads/main "p$w" | awk '{print $4, $3}' | sort)
+	[ "$want" = "$got" ] || fail "race: the remote lacks w$w's files: $got"
+done
+git -C race/remote.git fsck --strict >/dev/null 2>&1 || fail "race: fsck"
+prev=; n=0
+for h in $(git -C race/remote.git reflog show --format=%H refs/heads/main | tac); do
+	[ -z "$prev" ] || git -C race/remote.git merge-base --is-ancestor "$prev" "$h" ||
+		fail "race: the remote's ref went from $prev to $h, not a fast-forward"
+	prev=$h; n=$((n + 1))
+done
+echo "push race: $n updates of the remote's ref, each a fast-forward"
 finish
