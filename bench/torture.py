@@ -387,6 +387,29 @@ class Torture:
             ops.append("config:" + knob)
         return ops
 
+    def keep_unowned_pages(self):
+        """A drop of a container last synced non-exclusive (an exclusive
+        switch configured since, never applied) deletes tend's entries
+        only: what else is under its prefix now is someone else's, and
+        stays (the model forgot it at the switch, expecting a --full)."""
+        if not self.pages_synced or self.pages_synced[2]:
+            return
+        ref, prefix = self.pages_synced[:2]
+        rc, out, _ = self.tend_run("ls", "pages")
+        if rc:
+            return
+        mine = set()
+        for line in out.splitlines():
+            head = line.split("  ")[0]
+            if head.startswith("git(") and "):" in head:
+                name = head.split("):", 1)[1]
+                mine.add(prefix + "/" + name if prefix else name)
+        tree = self.git("ls-tree", "-r", ref, prefix + "/", check=False)
+        for line in tree.splitlines():
+            meta, path = line.split("\t", 1)
+            if path not in mine:
+                self.foreign[(ref, path)] = meta.split()[2]
+
     # ---- running tend
 
     def tend_run(self, *args, env=None):
@@ -407,6 +430,7 @@ class Torture:
                     self.pages_synced[2]:
                 self.forget_foreign(*self.pages_synced[:2])
             if self.dropped == "pages":
+                self.keep_unowned_pages()
                 self.git_strays.clear()
             args = ["drop", self.dropped]
             self.stats["drops"] += 1
@@ -564,6 +588,10 @@ class Torture:
                     if not (app == "site" and n.startswith("stray-")):
                         left.append(rel)
         self.expect(not left, "drop %s again left %s" % (app, left[:5]))
+        if app == "pages" and self.knobs["pages_exclusive"]:
+            # the app comes back exclusive: its new container may take
+            # what keep_unowned_pages kept
+            self.forget_foreign(self.knobs["ref"], self.knobs["prefix"])
         if app == "site" and not self.nstray:
             self.expect(not os.path.exists(os.path.join(self.ws, "out")),
                         "drop site left out/")
