@@ -666,8 +666,9 @@ checked_out(git_repository *repo, const char *ref, char **where)
 	return found;
 }
 
-static int
-signature(git_repository *repo, const char *configured, git_signature **out)
+int
+tend_git_signature(git_repository *repo, const char *configured,
+    git_signature **out)
 {
 	if (configured && *configured) {
 		const char *lt = strchr(configured, '<'), *gt = strrchr(configured, '>');
@@ -1388,8 +1389,8 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 			goto next;
 		}
 		if (git_tree_lookup(&newtree, repo, &tree_id) ||
-		    signature(repo, spec->author, &author) ||
-		    signature(repo, NULL, &committer)) {
+		    tend_git_signature(repo, spec->author, &author) ||
+		    tend_git_signature(repo, NULL, &committer)) {
 			rc = git_fail("prepare a commit on", ref);
 			goto next;
 		}

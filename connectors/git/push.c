@@ -597,33 +597,6 @@ out:
 	return rc;
 }
 
-static int
-signature_of(git_repository *repo, const char *configured,
-    git_signature **out)
-{
-	const char *lt = configured ? strchr(configured, '<') : NULL;
-	const char *gt = configured ? strrchr(configured, '>') : NULL;
-
-	if (lt && gt && gt > lt) {
-		char *name = strndup(configured, (size_t)(lt - configured));
-		char *mail = strndup(lt + 1, (size_t)(gt - lt - 1));
-		size_t n = strlen(name);
-		int rc;
-
-		while (n && name[n - 1] == ' ')
-			name[--n] = '\0';
-		rc = git_signature_now(out, name, mail);
-		free(name);
-		free(mail);
-		if (rc == 0)
-			return 0;
-	}
-	if (git_signature_default(out, repo) == 0)
-		return 0;
-	git_error_clear();
-	return git_signature_now(out, "tend", "tend@localhost");
-}
-
 /*
  * Merge the local tip onto the remote's (`theirs`) and move the local
  * ref there if it is still `ours`. TEND_ECONFLICT: it moved (a pass
@@ -659,8 +632,8 @@ merge_onto(git_repository *repo, const struct tend_git_push *p,
 	if ((rc = merged_tree(repo, p, bt, lt, rt, &tree)))
 		goto out;
 	if (git_tree_lookup(&nt, repo, &tree) ||
-	    signature_of(repo, p->author, &author) ||
-	    signature_of(repo, NULL, &committer)) {
+	    tend_git_signature(repo, p->author, &author) ||
+	    tend_git_signature(repo, NULL, &committer)) {
 		rc = fail(TEND_ERROR, "prepare the merge", p);
 		goto out;
 	}

@@ -11,6 +11,7 @@
 
 struct git_repository;
 struct git_oid;
+struct git_signature;
 
 /* `state`: tend's state directory, or NULL (then neither is done);
  * `locks`: the list of ref locks (NULL: STATE/git-locks); *tf stays
@@ -30,5 +31,10 @@ void tend_git_locks_note(struct git_repository *repo, const char *ref,
  * remote, which libgit2 writes in this process) is written with `oid`:
  * `lock` is that ref's lock file. */
 void tend_git_locks_note_file(const char *lock, const struct git_oid *oid);
+
+/* A commit's signature: "Name <email>" as configured, else the
+ * repository's user, else tend <tend@localhost>. */
+int tend_git_signature(struct git_repository *repo, const char *configured,
+    struct git_signature **out);
 
 #endif
