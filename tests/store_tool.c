@@ -73,7 +73,7 @@ main(int argc, char **argv)
 	int rc;
 
 	if (argc < 3 || (strcmp(argv[1], "skew") == 0 && argc < 4)) {
-		fprintf(stderr, "usage: store_tool unmark|skew|valid STORE "
+		fprintf(stderr, "usage: store_tool unmark|skew|valid|format STORE "
 				"[APP], store_tool recount STATE\n");
 		return 2;
 	}
@@ -87,7 +87,10 @@ main(int argc, char **argv)
 		rc = tend_store_write(st, unmark, NULL);
 	else if (strcmp(argv[1], "skew") == 0)
 		rc = tend_store_write(st, skew, argv[3]);
-	else {
+	else if (strcmp(argv[1], "format") == 0) {
+		printf("%u\n", tend_store_format(st));
+		rc = 0;
+	} else {
 		struct tend_txn *txn;
 
 		rc = tend_store_read_begin(st, &txn);

@@ -18,6 +18,9 @@
 #include "check.h"
 #include "fakes/scenario.h"
 #include "inspect.h"
+#include "store.h"
+#include "tend/fingerprint.h"
+#include "tend/key.h"
 #include "tend/buf.h"
 #include "tend/status.h"
 
@@ -1286,6 +1289,81 @@ event_error_is_null_on_success(void **state)
 	assert_int_equal(e.fail_msg, 2);
 }
 
+/*
+ * Ids with locality (store format 2): the ids of one directory's
+ * components, and of one container's states, share their first 4 bytes,
+ * so their rows share pages; the other 12 tell them apart. A format-1
+ * store (this suite run with TEND_STORE_FORMAT=1) keeps plain hashes.
+ */
+static struct tend_fp
+cid_of(struct fixture *f, const char *app, const char *rel)
+{
+	struct tend_buf enc = TEND_BUF_INIT;
+	struct tend_key k[2] = {tend_key_str(app), tend_key_str(rel)};
+
+	tend_key_encode(&enc, &k[0]);
+	tend_key_encode(&enc, &k[1]);
+	struct tend_fp id = tend_engine_cid(f->eng, enc.ptr, enc.len);
+	struct tend_fp plain = tend_fp_bytes(enc.ptr, enc.len);
+	if (tend_store_format(tend_engine_store(f->eng)) < 2)
+		assert_memory_equal(id.b, plain.b, 16);
+	else
+		assert_memory_equal(id.b + 4, plain.b + 4, 12);
+	tend_buf_release(&enc);
+	return id;
+}
+
+static void
+ids_of_one_directory_sit_together(void **state)
+{
+	struct tend_fp a = cid_of(F, "app", "d1/a.txt");
+	struct tend_fp b = cid_of(F, "app", "d1/b.txt");
+	struct tend_fp c = cid_of(F, "app", "d2/a.txt");
+	bool local = tend_store_format(tend_engine_store(F->eng)) >= 2;
+
+	assert_true(memcmp(a.b, b.b, 16) != 0);
+	assert_int_equal(memcmp(a.b, b.b, 4) == 0, local);
+	assert_true(memcmp(a.b, c.b, 4) != 0);
+
+	/* the states: NAME rows (id -> parent id, key), by parent */
+	ASSERT_OK(fx_run(F, "#D1=n:v1 #D2=n:v2 D1/a=1 D1/b=2 D1/c=3 D2/a=1 "
+			    "D2/b=2"));
+	struct tend_txn *txn;
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	struct {
+		uint8_t id[16], parent[16];
+	} rows[32];
+	size_t n = 0;
+	int more;
+
+	ASSERT_OK(tend_store_read_begin(tend_engine_store(F->eng), &txn));
+	ASSERT_OK(tend_store_iter_init(&it, txn, TEND_T_NAME, NULL, 0));
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1 && n < 32) {
+		assert_int_equal(k.len, 16);
+		assert_true(v.len >= 16);
+		memcpy(rows[n].id, k.data, 16);
+		memcpy(rows[n++].parent, v.data, 16);
+	}
+	assert_int_equal(more, 0);
+	tend_store_iter_finish(&it);
+	tend_store_read_end(txn);
+	size_t siblings = 0, cousins = 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++) {
+			bool same = memcmp(rows[i].id, rows[j].id, 4) == 0;
+
+			if (memcmp(rows[i].parent, rows[j].parent, 16) == 0) {
+				siblings++;
+				assert_int_equal(same, local);
+			} else if (!same)
+				cousins++;
+		}
+	/* D1's three and D2's two, at least */
+	assert_true(siblings >= 4);
+	assert_true(cousins > 0);
+}
+
 /* tend_engine_child_provider with the result of a failed root lookup
  * (NULL) returns NULL rather than crashing */
 static void
@@ -1469,6 +1547,7 @@ main(void)
 		T(events_report_actions),
 		T(event_error_is_null_on_success),
 		T(child_provider_of_null_parent_is_null),
+		T(ids_of_one_directory_sit_together),
 		T(map_full_grows_and_retries),
 	};
 

@@ -181,6 +181,38 @@ newer_format_is_refused_with_a_clear_message(void **state)
 	assert_non_null(strstr(tend_error_last(), "newer tend (format 99"));
 }
 
+/* A new store gets the newest format, or the older one asked for; a
+ * store keeps the format it was made with (its ids depend on it). */
+static void
+a_store_keeps_the_format_it_was_made_with(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	assert_int_equal(tend_store_format(f->st), TEND_STORE_FORMAT);
+	assert_true(TEND_STORE_FORMAT >= 2);
+	tend_store_close(f->st);
+	f->st = NULL;
+
+	char old[300];
+	snprintf(old, sizeof old, "%s/old", f->dir);
+	setenv("TEND_STORE_FORMAT", "1", 1);
+	assert_int_equal(tend_store_open(&f->st, old, 0), 0);
+	unsetenv("TEND_STORE_FORMAT");
+	assert_int_equal(tend_store_format(f->st), 1);
+	tend_store_close(f->st);
+	f->st = NULL;
+	assert_int_equal(tend_store_open(&f->st, old, 0), 0);
+	assert_int_equal(tend_store_format(f->st), 1);
+	tend_store_close(f->st);
+	f->st = NULL;
+	/* and the one made with the newest stays so, whatever is asked */
+	setenv("TEND_STORE_FORMAT", "1", 1);
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	unsetenv("TEND_STORE_FORMAT");
+	assert_int_equal(tend_store_format(f->st), TEND_STORE_FORMAT);
+}
+
 static void
 injected_commit_failure_writes_nothing(void **state)
 {
@@ -552,6 +584,7 @@ main(void)
 		T(sequences_start_at_one_and_persist),
 		T(map_full_grows_the_map),
 		T(newer_format_is_refused_with_a_clear_message),
+		T(a_store_keeps_the_format_it_was_made_with),
 		T(injected_commit_failure_writes_nothing),
 		T(deferred_settle_commits_with_the_next_write),
 		T(deferred_settle_is_flushed_alone_and_at_close),

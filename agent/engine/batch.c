@@ -593,7 +593,7 @@ delete_comp(struct tend_engine *eng, struct pass *pass,
 	c->waiter = -1;
 	c->path = (struct tend_buf)TEND_BUF_INIT;
 	tend_buf_put(&c->path, path, len);
-	c->cid = tend_fp_bytes(path, len);
+	c->cid = tend_engine_cid(eng, path, len);
 	c->has_parent = has_parent;
 	if (has_parent)
 		c->parent_cid = *parent_cid;

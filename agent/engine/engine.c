@@ -24,6 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "tend/status.h"
 
 
@@ -129,7 +131,7 @@ cidset_add(struct cidset *s, const struct tend_fp *fp)
 		*s = n;
 	}
 	uint64_t h;
-	memcpy(&h, fp->b, 8);
+	memcpy(&h, fp->b + 8, 8);
 	for (size_t i = (size_t)h & (s->size - 1);; i = (i + 1) & (s->size - 1)) {
 		if (fp_eq(&s->tab[i], fp))
 			return;
@@ -148,7 +150,7 @@ tend_cidset_has(const struct cidset *s, const struct tend_fp *fp)
 
 	if (!s->size)
 		return false;
-	memcpy(&h, fp->b, 8);
+	memcpy(&h, fp->b + 8, 8);
 	for (size_t i = (size_t)h & (s->size - 1);; i = (i + 1) & (s->size - 1)) {
 		if (fp_eq(&s->tab[i], fp))
 			return true;
@@ -205,6 +207,7 @@ tend_engine_open(struct tend_engine **out, const char *state_dir,
 	/* a store whose counters an older tend did not keep is recounted
 	 * in its first write */
 	tend_store_set_recount(eng->st, tend_count_recount, eng);
+	eng->local_ids = tend_store_format(eng->st) >= 2;
 	tend_registry_init(&eng->reg);
 	eng->ctx.eng = eng;
 	eng->batch = opts && opts->batch ? opts->batch : DEFAULT_BATCH;
@@ -428,6 +431,66 @@ undo_preview(struct tend_engine *eng, struct pass *pass)
 
 /* ---- components ---- */
 
+/*
+ * Ids. A component's id is the hash of its encoded path, a target state's
+ * the hash of its provider's id and its key. In a store of format 2 the
+ * first 4 bytes are replaced by the hash of the part before the last '/'
+ * (a component's path up to its directory; a state's provider and its
+ * key's directory), so the rows of one directory sit together in every
+ * table: a batch, which follows the walk, rewrites the few pages its
+ * directories use instead of one page per row (at a million files, 50 KB
+ * written per file). 96 bits still tell apart the ids of one directory.
+ * Hash tables of ids read their last 8 bytes.
+ */
+static size_t
+before_last_slash(const void *p, size_t len, size_t none)
+{
+	const char *s = p;
+
+	while (len > 0)
+		if (s[--len] == '/')
+			return len;
+	return none;
+}
+
+static void
+id_locate(struct tend_fp *id, const void *where, size_t len, uint64_t seed)
+{
+	uint64_t h = XXH3_64bits_withSeed(where, len, seed);
+
+	for (int i = 0; i < 4; i++)
+		id->b[i] = (uint8_t)(h >> (56 - 8 * i));
+}
+
+struct tend_fp
+tend_engine_cid(const struct tend_engine *eng, const void *path, size_t len)
+{
+	struct tend_fp id = tend_fp_bytes(path, len);
+
+	if (eng->local_ids) {
+		id_locate(&id, path, before_last_slash(path, len, len), 0);
+	}
+	return id;
+}
+
+static struct tend_fp
+ts_id(const struct tend_provider *p, const struct tend_key *key)
+{
+	struct tend_fp kfp = tend_fp_key(key);
+	struct tend_fp id = tend_fp_combine(&p->id, &kfp);
+
+	if (p->eng->local_ids) {
+		uint64_t seed;
+		size_t dir = 0;
+
+		if (key->kind == TEND_KEY_STR)
+			dir = before_last_slash(key->u.s.ptr, key->u.s.len, 0);
+		memcpy(&seed, p->id.b + 8, 8);
+		id_locate(&id, key->u.s.ptr, dir, seed);
+	}
+	return id;
+}
+
 static void
 display_append(struct tend_buf *b, const struct tend_key *path, size_t n)
 {
@@ -455,7 +518,7 @@ comp_new(struct tend_engine *eng, struct pass *pass, struct tend_comp *parent,
 	tend_buf_put(&c->path, ppath, pplen);
 	for (size_t i = 0; i < npath; i++)
 		tend_key_encode(&c->path, &path[i]);
-	c->cid = tend_fp_bytes(c->path.ptr, c->path.len);
+	c->cid = tend_engine_cid(eng, c->path.ptr, c->path.len);
 	tend_buf_puts(&disp, pdisplay);
 	display_append(&disp, path, npath);
 	c->display = tend_buf_detach(&disp, NULL);
@@ -555,7 +618,7 @@ tend_engine_memo_matches(struct tend_engine *eng, const char *app,
 	tend_key_encode(&enc, &root);
 	for (size_t i = 0; i < npath; i++)
 		tend_key_encode(&enc, &path[i]);
-	struct tend_fp cid = tend_fp_bytes(enc.ptr, enc.len);
+	struct tend_fp cid = tend_engine_cid(eng, enc.ptr, enc.len);
 	tend_buf_release(&enc);
 	if (tend_store_read_begin(eng->st, &txn) != 0)
 		return false;
@@ -568,13 +631,6 @@ tend_engine_memo_matches(struct tend_engine *eng, const char *app,
 	return ok;
 }
 
-static struct tend_fp
-ts_id(const struct tend_provider *p, const struct tend_key *key)
-{
-	struct tend_fp kfp = tend_fp_key(key);
-
-	return tend_fp_combine(&p->id, &kfp);
-}
 
 static void
 add_dep(struct tend_comp *c, struct tend_provider *p)
@@ -902,7 +958,7 @@ tend_mount_gone(struct tend_comp *parent, const struct tend_key *path,
 	tend_buf_put(&enc, parent->path.ptr, parent->path.len);
 	for (size_t i = 0; i < npath; i++)
 		tend_key_encode(&enc, &path[i]);
-	cid = tend_fp_bytes(enc.ptr, enc.len);
+	cid = tend_engine_cid(parent->eng, enc.ptr, enc.len);
 	if (!tend_cidset_has(&parent->pass->built, &cid) &&
 	    !tend_cidset_has(&parent->pass->gone, &cid)) {
 		d = delete_comp(parent->eng, parent->pass, &parent->cid, true,
@@ -927,7 +983,7 @@ tend_mount_keep(struct tend_comp *parent, const struct tend_key *path,
 	tend_buf_put(&enc, parent->path.ptr, parent->path.len);
 	for (size_t i = 0; i < npath; i++)
 		tend_key_encode(&enc, &path[i]);
-	probe.cid = tend_fp_bytes(enc.ptr, enc.len);
+	probe.cid = tend_engine_cid(parent->eng, enc.ptr, enc.len);
 	if (!tend_cidset_has(&parent->pass->built, &probe.cid)) {
 		add_child(parent, &probe);
 		cidset_add(&parent->pass->built, &probe.cid);

@@ -342,7 +342,12 @@ struct tend_engine {
 	void *settle_arg;
 	struct tend_component_hooks comp_hooks;
 	void *comp_arg;
+	bool local_ids; /* the store's format >= 2: engine.c's ids */
 };
+
+/* engine.c: the id of a component from its encoded path (inspect.h) */
+struct tend_fp tend_engine_cid(const struct tend_engine *eng,
+    const void *path, size_t len);
 
 /* commit.c: the bodies of the pre-commit and commit transactions */
 int tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c);

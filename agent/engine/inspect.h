@@ -25,6 +25,10 @@ int tend_inspect_ts_path(struct tend_txn *txn, const struct tend_fp *tsid,
 int tend_inspect_comp_path(struct tend_txn *txn, const struct tend_fp *cid,
     struct tend_buf *out);
 struct tend_store *tend_engine_store(struct tend_engine *eng);
+/* The id of the component at encoded path `path` (an app's root: its
+ * name's key), as this store spells ids. */
+struct tend_fp tend_engine_cid(const struct tend_engine *eng,
+    const void *path, size_t len);
 
 /*
  * Called in the transaction that settles each component built in a pass,

@@ -23,7 +23,7 @@ slot(const struct registry *r, const struct tend_fp *id)
 {
 	uint64_t h;
 
-	memcpy(&h, id->b, 8);
+	memcpy(&h, id->b + 8, 8);
 	return (size_t)(h & (r->size - 1));
 }
 

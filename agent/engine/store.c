@@ -58,6 +58,7 @@ struct tend_store {
 	unsigned nborrow;      /* read handles borrowing `lazy` */
 	unsigned fail_commit;  /* fault injection: countdown */
 	bool broken;	       /* a resize failed: LMDB has no map */
+	unsigned format;       /* TEND_STORE_FORMAT it was made with */
 	tend_store_recount_fn *recount;
 	void *recount_arg;
 	char *dir;
@@ -176,6 +177,7 @@ again:
 				    dir, (unsigned)have, TEND_STORE_FORMAT);
 				goto out;
 			}
+			st->format = have;
 		} else if (rc == MDB_NOTFOUND && rdonly) {
 			mdb_txn_abort(txn);
 			rdonly = false;
@@ -185,6 +187,12 @@ again:
 			uint64_t id = mdb_txn_id(txn);
 			MDB_val mk = {strlen(MARK_KEY), (void *)MARK_KEY},
 				mv = {8, &id};
+			const char *want = getenv("TEND_STORE_FORMAT");
+
+			if (want && *want && atoi(want) >= 1 &&
+			    atoi(want) < TEND_STORE_FORMAT)
+				fmt = (uint32_t)atoi(want);
+			st->format = fmt;
 
 			v.mv_size = 4;
 			v.mv_data = &fmt;
@@ -214,6 +222,12 @@ out:
 		mdb_txn_abort(txn);
 	tend_store_close(st);
 	return error;
+}
+
+unsigned
+tend_store_format(const struct tend_store *st)
+{
+	return st->format;
 }
 
 void

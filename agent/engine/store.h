@@ -29,7 +29,15 @@ enum tend_table {
 	TEND_T__COUNT
 };
 
-#define TEND_STORE_FORMAT 1
+/*
+ * Formats: 1, ids are 16 bytes of XXH3 (uniform: a batch's rows land on
+ * random pages of every table); 2, ids lead with 4 bytes of the hash of
+ * what comes before the last '/' (a directory's rows share pages, so a
+ * batch rewrites the few pages its directories sit on: engine.c's ids).
+ * A store keeps the format it was made with; a new one gets the newest
+ * (TEND_STORE_FORMAT in the environment picks an older one, for tests).
+ */
+#define TEND_STORE_FORMAT 2
 
 struct tend_store;
 struct tend_txn;
@@ -42,6 +50,9 @@ struct tend_txn;
 int tend_store_open(struct tend_store **out, const char *dir,
     uint64_t map_size);
 void tend_store_close(struct tend_store *st);
+
+/* The format the store was made with (above). */
+unsigned tend_store_format(const struct tend_store *st);
 
 /* Bytes the map may use now (for tests of growth). */
 uint64_t tend_store_map_size(const struct tend_store *st);

@@ -486,7 +486,8 @@ cmp_named_cid(const void *x, const void *y)
  * of the component rows finds them.
  */
 static int
-tracked_by_counters(struct tend_txn *txn, char ***out, size_t *n)
+tracked_by_counters(struct tend_ws *ws, struct tend_txn *txn, char ***out,
+    size_t *n)
 {
 	char **names;
 	size_t nnames, kept = 0;
@@ -507,7 +508,7 @@ tracked_by_counters(struct tend_txn *txn, char ***out, size_t *n)
 			continue;
 		}
 		tend_key_encode(&path, &k);
-		v[kept].cid = tend_fp_bytes(path.ptr, path.len);
+		v[kept].cid = tend_engine_cid(ws->eng, path.ptr, path.len);
 		v[kept++].name = names[i];
 		tend_buf_release(&path);
 	}
@@ -537,7 +538,7 @@ tend_ws_tracked_apps(struct tend_ws *ws, char ***out, size_t *n)
 	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
 		return rc;
 	if (tend_store_counts_valid(txn)) {
-		rc = tracked_by_counters(txn, out, n);
+		rc = tracked_by_counters(ws, txn, out, n);
 		tend_store_read_end(txn);
 		return rc;
 	}

@@ -84,7 +84,7 @@ static bool
 comp_live(const char *component, void *arg)
 {
 	struct run *r = current_run;
-	const char *rest;
+	const char *rest = NULL;
 	struct tend_app_config *app = comp_app(arg, component, &rest);
 
 	if (!app)
@@ -121,7 +121,7 @@ void
 on_conflict(const struct tend_event *ev, void *arg)
 {
 	struct run *r = current_run;
-	const char *rest;
+	const char *rest = NULL;
 
 	if (!r || ev->status != TEND_ECONFLICT || ev->preview ||
 	    comp_app(arg, ev->component, &rest) != r->app ||
