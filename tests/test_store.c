@@ -213,6 +213,76 @@ a_store_keeps_the_format_it_was_made_with(void **state)
 	assert_int_equal(tend_store_format(f->st), TEND_STORE_FORMAT);
 }
 
+/* This process's file-backed resident bytes (RssFile). */
+static size_t
+rss_file(void)
+{
+	char line[256];
+	size_t kb = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	assert_non_null(f);
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "RssFile: %zu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb << 10;
+}
+
+static int
+big_body(struct tend_txn *txn, void *arg)
+{
+	static char val[2000];
+	int *n = arg, rc = 0;
+	char key[32];
+
+	memset(val, 'v', sizeof val);
+	for (int i = 0; i < *n && rc == 0; i++) {
+		snprintf(key, sizeof key, "row%08d", i);
+		rc = tend_store_put(txn, TEND_T_SIG, key, strlen(key), val,
+		    sizeof val);
+	}
+	return rc;
+}
+
+/* Reading a store bigger than the budget keeps its pages out of RSS:
+ * 48 MB of rows read with a budget of 16 MiB. (Read without one, they
+ * all stay mapped.) */
+static void
+reading_keeps_the_store_out_of_rss(void **state)
+{
+	struct fx *f = *state;
+	int n = 24000;
+	struct tend_txn *txn;
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	size_t peak = 0, rows = 0, base;
+	int more;
+
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	assert_int_equal(tend_store_write(f->st, big_body, &n), 0);
+	tend_store_close(f->st);
+	assert_int_equal(tend_store_open(&f->st, f->dir, 0), 0);
+	base = rss_file();
+	tend_store_set_trim_budget(f->st, base + ((size_t)16 << 20));
+	assert_int_equal(tend_store_read_begin(f->st, &txn), 0);
+	assert_int_equal(tend_store_iter_init(&it, txn, TEND_T_SIG, "row", 3),
+	    0);
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
+		assert_int_equal(v.len, 2000);
+		assert_int_equal(((const char *)v.data)[1999], 'v');
+		if (++rows % 1000 == 0 && rss_file() > peak)
+			peak = rss_file();
+	}
+	assert_int_equal(more, 0);
+	tend_store_iter_finish(&it);
+	tend_store_read_end(txn);
+	assert_int_equal(rows, (size_t)n);
+	if (peak > base + ((size_t)24 << 20))
+		fail_msg("file-backed RSS grew by %zu MiB reading 48 MB",
+		    (peak - base) >> 20);
+}
+
 static void
 injected_commit_failure_writes_nothing(void **state)
 {
@@ -585,6 +655,7 @@ main(void)
 		T(map_full_grows_the_map),
 		T(newer_format_is_refused_with_a_clear_message),
 		T(a_store_keeps_the_format_it_was_made_with),
+		T(reading_keeps_the_store_out_of_rss),
 		T(injected_commit_failure_writes_nothing),
 		T(deferred_settle_commits_with_the_next_write),
 		T(deferred_settle_is_flushed_alone_and_at_close),

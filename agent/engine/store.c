@@ -25,11 +25,15 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "tend/buf.h"
 #include "tend/failpoint.h"
@@ -48,6 +52,9 @@ static const char *const table_names[TEND_T__COUNT] = {
 	[TEND_T_SIG] = "sig",
 };
 
+/* file-backed resident bytes before the map is trimmed (store_trim) */
+#define TRIM_BUDGET ((size_t)256 << 20)
+
 struct tend_store {
 	MDB_env *env;
 	MDB_dbi dbi[TEND_T__COUNT];
@@ -59,6 +66,11 @@ struct tend_store {
 	unsigned fail_commit;  /* fault injection: countdown */
 	bool broken;	       /* a resize failed: LMDB has no map */
 	unsigned format;       /* TEND_STORE_FORMAT it was made with */
+	unsigned reads;	       /* rows read since the last store_trim */
+	int statm;	       /* /proc/self/statm (store_trim), or -1 */
+	size_t trim_budget;    /* TRIM_BUDGET, or what a test set */
+	void *map_addr;	       /* the map (store_trim), if found, */
+	size_t map_len;	       /* ... for a map of this size */
 	tend_store_recount_fn *recount;
 	void *recount_arg;
 	char *dir;
@@ -106,6 +118,8 @@ tend_store_open(struct tend_store **out, const char *dir, uint64_t map_size)
 	*out = NULL;
 	st->map_size = map_size ? map_size : (uint64_t)256 << 20;
 	st->dir = tend_xstrdup(dir);
+	st->statm = -1;
+	st->trim_budget = TRIM_BUDGET;
 	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
 		tend_error_set(TEND_ERROR, "store: mkdir %s: %s", dir,
 		    strerror(errno));
@@ -224,6 +238,12 @@ out:
 	return error;
 }
 
+void
+tend_store_set_trim_budget(struct tend_store *st, size_t bytes)
+{
+	st->trim_budget = bytes;
+}
+
 unsigned
 tend_store_format(const struct tend_store *st)
 {
@@ -240,6 +260,8 @@ tend_store_close(struct tend_store *st)
 	tend_store_settle_flush(st);
 	if (st->env)
 		mdb_env_close(st->env);
+	if (st->statm >= 0)
+		close(st->statm);
 	free(st->dir);
 	free(st);
 }
@@ -518,6 +540,95 @@ grow(struct tend_store *st, int *growths)
 	return 0;
 }
 
+/*
+ * Keep the map's pages out of this process's RSS. LMDB maps the store
+ * read-only and shared, and every page a command reads or a commit
+ * writes stays mapped until the map goes: a pass over a million states
+ * showed the whole store (1.2 GB) as its own memory. MADV_DONTNEED
+ * unmaps the pages, not their data: the page cache keeps them, and a
+ * pointer into the map still reads the same bytes (the next access maps
+ * the page again: a minor fault). After a commit and every 4096 rows
+ * read, the process's file-backed resident pages (/proc/self/statm) are
+ * looked at, and the map is trimmed once they pass TRIM_BUDGET: a store
+ * smaller than that is never trimmed and pays nothing (TRIM_BUDGET, at
+ * the top).
+ */
+/* Where the map is: LMDB says so only for a fixed map, so it is found
+ * in /proc/self/maps by the data file's inode (again after a resize). */
+static bool
+map_find(struct tend_store *st, size_t mapsize)
+{
+	char path[4096], line[4096 + 128];
+	struct stat sb;
+	FILE *f;
+
+	st->map_addr = NULL;
+	st->map_len = mapsize;
+	snprintf(path, sizeof path, "%s/data.mdb", st->dir);
+	if (stat(path, &sb) != 0 || !(f = fopen("/proc/self/maps", "re")))
+		return false;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long lo, hi, ino;
+		unsigned maj, mnr;
+
+		if (sscanf(line, "%lx-%lx %*s %*s %x:%x %lu", &lo, &hi, &maj,
+			&mnr, &ino) == 5 &&
+		    ino == (unsigned long)sb.st_ino &&
+		    makedev(maj, mnr) == sb.st_dev) {
+			st->map_addr = (void *)lo;
+			break;
+		}
+	}
+	fclose(f);
+	return st->map_addr != NULL;
+}
+
+/* File-backed resident bytes of this process, or 0 if unknown. */
+static size_t
+resident_file(struct tend_store *st)
+{
+	char buf[128];
+	unsigned long size, res, shared;
+	ssize_t n;
+
+	if (st->statm < 0 &&
+	    (st->statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	if ((n = pread(st->statm, buf, sizeof buf - 1, 0)) <= 0)
+		return 0;
+	buf[n] = '\0';
+	if (sscanf(buf, "%lu %lu %lu", &size, &res, &shared) != 3)
+		return 0;
+	return (size_t)shared * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void
+store_trim(struct tend_store *st)
+{
+	MDB_envinfo info;
+	MDB_stat ms;
+
+	st->reads = 0;
+	if (!st->env || resident_file(st) < st->trim_budget ||
+	    mdb_env_info(st->env, &info) != 0 ||
+	    mdb_env_stat(st->env, &ms) != 0)
+		return;
+	size_t used = (size_t)(info.me_last_pgno + 1) * ms.ms_psize;
+	if (used > info.me_mapsize)
+		return;
+	if ((!st->map_addr || st->map_len != info.me_mapsize) &&
+	    !map_find(st, info.me_mapsize))
+		return;
+	madvise(st->map_addr, used, MADV_DONTNEED);
+}
+
+static void
+store_read(struct tend_store *st)
+{
+	if (++st->reads >= 4096)
+		store_trim(st);
+}
+
 /* The fault injection of a commit: `what` is "write" or "settle". */
 static int
 injected(struct tend_store *st, const char *what)
@@ -583,6 +694,7 @@ store_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
 		}
 		if (rc != 0)
 			return mdb_fail(rc, "commit");
+		store_trim(st);
 		return 0;
 	}
 }
@@ -627,6 +739,7 @@ child_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
 	free(lazy);
 	if (rc != 0)
 		return rc == MDB_MAP_FULL ? rc : mdb_fail(rc, "commit");
+	store_trim(st);
 	return 0;
 }
 
@@ -706,7 +819,10 @@ tend_store_settle_flush(struct tend_store *st)
 	rc = mdb_txn_commit(t->txn);
 	mdb_env_set_flags(st->env, MDB_NOMETASYNC, 0);
 	free(t);
-	return rc ? mdb_fail(rc, "commit (settle)") : 0;
+	if (rc)
+		return mdb_fail(rc, "commit (settle)");
+	store_trim(st);
+	return 0;
 }
 
 int
@@ -799,6 +915,7 @@ tend_store_get(struct tend_txn *t, enum tend_table tab, const void *key,
 		return TEND_ENOTFOUND;
 	if (rc != 0)
 		return mdb_fail(rc, "get");
+	store_read(t->st);
 	val->data = v.mv_data;
 	val->len = v.mv_size;
 	return 0;
@@ -914,6 +1031,7 @@ tend_store_iter_next(struct tend_iter *it, struct tend_bytes *key,
 	}
 	if (rc != 0)
 		return mdb_fail(rc, "cursor next");
+	store_read(it->txn->st);
 	if (k.mv_size < it->plen ||
 	    (it->plen && memcmp(k.mv_data, it->prefix, it->plen) != 0)) {
 		it->done = true;

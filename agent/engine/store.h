@@ -51,6 +51,13 @@ int tend_store_open(struct tend_store **out, const char *dir,
     uint64_t map_size);
 void tend_store_close(struct tend_store *st);
 
+/*
+ * The store's pages stay out of the process's RSS beyond a budget of
+ * file-backed resident bytes (256 MiB; store.c's store_trim): the map is
+ * unmapped, not the data, which the page cache keeps. For tests.
+ */
+void tend_store_set_trim_budget(struct tend_store *st, size_t bytes);
+
 /* The format the store was made with (above). */
 unsigned tend_store_format(const struct tend_store *st);
 
