@@ -795,43 +795,16 @@ dir_apply(struct tend_sink *sink, struct tend_context *ctx,
 	close(root);
 }
 
-/* Write all of buf to fd. */
-static int
-write_all(int fd, const char *buf, size_t len)
-{
-	for (size_t off = 0; off < len;) {
-		ssize_t w = write(fd, buf + off, len - off);
-
-		if (w < 0)
-			return tend_error_set(TEND_ERROR, "write: %s",
-			    strerror(errno));
-		off += (size_t)w;
-	}
-	return 0;
-}
-
-/*
- * The content of src_path into dst. The first 64 KiB are read and written
- * (most files are smaller: a copy_file_range asked for more than the file
- * holds made ext4 prepare, and zero, a large folio for every small file,
- * 12% of a cold sync of small files); what follows goes by
- * copy_file_range (in the kernel, or a reflink), else read and write.
- */
 static int
 copy_into(int dst, const char *src_path)
 {
-	static _Thread_local char buf[1 << 16];
 	int src = open(src_path, O_RDONLY | O_CLOEXEC);
-	ssize_t r;
 	int rc = 0;
 
 	if (src < 0)
 		return tend_error_set(TEND_ERROR, "read %s: %s", src_path,
 		    strerror(errno));
-	r = read(src, buf, sizeof buf);
-	if (r > 0)
-		rc = write_all(dst, buf, (size_t)r);
-	while (rc == 0 && r == (ssize_t)sizeof buf) {
+	for (;;) {
 		ssize_t n = copy_file_range(src, NULL, dst, NULL, 1 << 30, 0);
 
 		if (n > 0)
@@ -845,17 +818,26 @@ copy_into(int dst, const char *src_path)
 			break;
 		}
 		/* no in-kernel copy here: plain read/write */
-		while ((r = read(src, buf, sizeof buf)) > 0 &&
-		    (rc = write_all(dst, buf, (size_t)r)) == 0)
-			;
+		char buf[1 << 16];
+		ssize_t r;
+		while ((r = read(src, buf, sizeof buf)) > 0) {
+			for (ssize_t off = 0; off < r;) {
+				ssize_t w = write(dst, buf + off,
+				    (size_t)(r - off));
+				if (w < 0) {
+					rc = tend_error_set(TEND_ERROR,
+					    "write: %s", strerror(errno));
+					goto out;
+				}
+				off += w;
+			}
+		}
+		if (r < 0)
+			rc = tend_error_set(TEND_ERROR, "read %s: %s", src_path,
+			    strerror(errno));
 		break;
 	}
-	/* a short first read is the end of a regular file; one that
-	 * grew meanwhile is read again by the next pass (its signature
-	 * moved) */
-	if (rc == 0 && r < 0)
-		rc = tend_error_set(TEND_ERROR, "read %s: %s", src_path,
-		    strerror(errno));
+out:
 	close(src);
 	return rc;
 }
@@ -874,15 +856,15 @@ tmp_name(char *buf, size_t size)
 }
 
 /*
- * Write the entry atomically, so a target never shows a temporary name or
- * a part of a file. The content goes into an anonymous O_TMPFILE inode in
- * the entry's own directory (a kill mid-copy leaves nothing: the kernel
- * frees it). A new entry is linked under its name when complete; an
- * existing one is replaced by a rename from a temporary name in the
- * staging directory (the "staging" resource: the state directory's,
- * swept of a dead process's leftovers at the next start), or beside the
- * entry when that is on another filesystem. Without O_TMPFILE, a named
- * temporary file in the staging directory.
+ * Write the entry atomically: its content goes into a temporary file that
+ * is renamed over the entry, so a target never shows a temporary name.
+ * The temporary file is made in the staging directory (the "staging"
+ * resource: the state directory's, swept of a dead process's leftovers
+ * at the next start). Without one on the same filesystem it is an
+ * anonymous O_TMPFILE inode in the entry's own directory (a kill
+ * mid-copy leaves nothing: the kernel frees it), linked under a
+ * temporary name just before the rename; without O_TMPFILE, a named
+ * file there.
  */
 /* A symlink entry: made under a temporary name in the directory, then
  * renamed over the entry (never through a link: renameat replaces it). */
@@ -914,31 +896,20 @@ put_link(int dirfd, const char *leaf, const struct entry_action *a, bool sync)
 	return rc;
 }
 
-/* Link the open anonymous file `fd` as `name` in directory `at`. */
-static int
-link_anon(int fd, int at, const char *name)
-{
-	char proc[64];
-
-	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-	return linkat(AT_FDCWD, proc, at, name, AT_SYMLINK_FOLLOW);
-}
-
 static int
 put_entry(int dirfd, int stagefd, const char *leaf,
     const struct entry_action *a, bool sync)
 {
-	char tmp[64] = "";
-	int fd, rc, tmpdir = stagefd >= 0 ? stagefd : dirfd;
-	bool anon, placed = false;
+	char tmp[64] = "", proc[64];
+	int fd = -1, rc, tmpdir = stagefd >= 0 ? stagefd : dirfd;
+	bool anon = false;
 
 	if (S_ISLNK(a->spec.mode))
 		return put_link(dirfd, leaf, a, sync);
-	/* the inode is made in the entry's own directory, where ext4 puts
-	 * it and its blocks (made in the staging directory, a million of
-	 * them crowded one block group: twice rsync's system time) */
-	fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-	anon = fd >= 0;
+	if (stagefd < 0) {
+		fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+		anon = fd >= 0;
+	}
 	for (int tries = 0; fd < 0 && tries < 100; tries++) {
 		tmp_name(tmp, sizeof tmp);
 		fd = openat(tmpdir, tmp,
@@ -958,33 +929,25 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 		rc = tend_error_set(TEND_ERROR, "chmod: %s", strerror(errno));
 	if (rc == 0 && sync && (INJECTED("fsync", a->name) || fsync(fd) != 0))
 		rc = tend_error_set(TEND_ERROR, "fsync: %s", strerror(errno));
-	/* the one failpoint of putting the name in place */
-	bool refused = rc == 0 && INJECTED("rename", a->name);
-	if (rc == 0 && anon && !refused) {
-		/* a name not taken yet gets the finished file at once: no
-		 * temporary name, nothing a kill could leave */
-		placed = link_anon(fd, dirfd, leaf) == 0;
-		/* taken (an update): under a temporary name in the staging
-		 * directory (beside the entry if that is on another
-		 * filesystem), renamed over it below */
-		for (int tries = 0; rc == 0 && !placed && tries < 100;
-		     tries++) {
+	if (rc == 0 && anon) {
+		snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+		for (int tries = 0; tries < 100; tries++) {
 			tmp_name(tmp, sizeof tmp);
-			if (link_anon(fd, tmpdir, tmp) == 0)
+			if (linkat(AT_FDCWD, proc, tmpdir, tmp,
+				AT_SYMLINK_FOLLOW) == 0)
 				break;
-			if (errno == EXDEV && tmpdir != dirfd)
-				tmpdir = dirfd;
-			else if (errno != EEXIST) {
+			if (errno != EEXIST) {
 				rc = tend_error_set(TEND_ERROR, "link: %s",
 				    strerror(errno));
 				tmp[0] = '\0';
+				break;
 			}
 		}
 	}
 	if (close(fd) != 0 && rc == 0)
 		rc = tend_error_set(TEND_ERROR, "close: %s", strerror(errno));
-	if (rc == 0 && !placed &&
-	    (refused || renameat(tmpdir, tmp, dirfd, leaf) != 0)) {
+	if (rc == 0 && (INJECTED("rename", a->name) ||
+			   renameat(tmpdir, tmp, dirfd, leaf) != 0)) {
 		if (errno == EXDEV && tmpdir != dirfd) {
 			/* staging is on another filesystem: stage here */
 			unlinkat(tmpdir, tmp, 0);
