@@ -185,7 +185,7 @@ get_floor(struct tend_engine *eng, unsigned n)
 		tend_buf_reset(&path);
 		for (int j = 0; j < 3; j++)
 			tend_key_encode(&path, &k[j]);
-		struct tend_fp cid = tend_fp_bytes(path.ptr, path.len);
+		struct tend_fp cid = tend_engine_cid(eng, path.ptr, path.len);
 		found += tend_store_get(txn, TEND_T_COMP, cid.b, 16, &v) == 0;
 	}
 	tend_store_read_end(txn);
