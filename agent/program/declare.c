@@ -104,13 +104,8 @@ declare_entry(struct tend_comp *c, struct run *r, const char *name,
 	tend_fs_encode_entry(&v, &e);
 	rc = tend_declare(c, r->target, &k, v.ptr, v.len);
 	tend_buf_release(&v);
-	if (rc == 0 && r->cur) {
-		uint16_t len = (uint16_t)strlen(name);
-
-		tend_buf_put(&r->cur->outs, &len, 2);
-		tend_buf_put(&r->cur->outs, name, len);
-		tend_buf_put(&r->cur->outs, fp->b, 16);
-	}
+	if (rc == 0 && r->cur)
+		item_outs_add(r->cur, name, (uint16_t)strlen(name), fp);
 	return rc;
 }
 
@@ -426,11 +421,11 @@ prerun_exec(struct tend_comp *c, struct run *r, bool fast, uint64_t gid,
 	for (size_t i = 0; i < n; i++) {
 		struct item *it = its[i];
 
-		it->job_done = true;
-		it->job_rc = rcs[i];
-		it->job_msg = msgs[i];
-		it->job_out = xs[i].out;
-		it->job_dir = xs[i].dir;
+		it->job = tend_xcalloc(1, sizeof *it->job);
+		it->job->rc = rcs[i];
+		it->job->msg = msgs[i];
+		it->job->out = xs[i].out;
+		it->job->dir = xs[i].dir;
 		exec_finish(&xs[i], true);
 	}
 	free(rcs);
@@ -461,7 +456,10 @@ item_body(struct tend_comp *c, void *arg)
 	expand_name(&name, r->app->name_tmpl, it->rel);
 	/* collect what it declares now (the manifest lists it) */
 	struct tend_buf old = it->outs;
+	bool old_self = it->outs_self;
+	struct tend_fp old_fp = it->outs_fp;
 	it->outs = (struct tend_buf)TEND_BUF_INIT;
+	it->outs_self = false;
 	r->cur = it;
 	char *src = path_join(r->source, it->rel);
 	if (r->app->declare == TEND_DECLARE_COPY &&
@@ -470,14 +468,14 @@ item_body(struct tend_comp *c, void *arg)
 	} else if (r->app->declare == TEND_DECLARE_COPY) {
 		rc = declare_entry(c, r, name.ptr, src, &it->sig.fp,
 		    it->sig.size, mode);
-	} else if (r->app->declare == TEND_DECLARE_EXEC && it->job_done) {
-		if ((rc = it->job_rc) != 0)
+	} else if (r->app->declare == TEND_DECLARE_EXEC && it->job) {
+		if ((rc = it->job->rc) != 0)
 			tend_error_set(rc, "exec `%s` on %s: %s",
 			    r->app->declare_arg, it->rel,
-			    it->job_msg ? it->job_msg : "failed");
+			    it->job->msg ? it->job->msg : "failed");
 		else
-			rc = declare_outputs(c, r, name.ptr, mode, it->job_out,
-			    it->job_dir);
+			rc = declare_outputs(c, r, name.ptr, mode, it->job->out,
+			    it->job->dir);
 	} else if (r->app->declare == TEND_DECLARE_EXEC)
 		rc = run_exec(c, r, it->rel, name.ptr, mode, NULL);
 	else {
@@ -509,6 +507,8 @@ item_body(struct tend_comp *c, void *arg)
 	} else {
 		tend_buf_release(&it->outs);
 		it->outs = old;
+		it->outs_self = old_self;
+		it->outs_fp = old_fp;
 	}
 	tend_buf_release(&name);
 	return rc;
@@ -581,6 +581,72 @@ outs_next(const void *outs, size_t n, size_t *pos, const char **name,
 	return true;
 }
 
+static void
+outs_put(struct tend_buf *b, const char *name, uint16_t len,
+    const struct tend_fp *fp)
+{
+	tend_buf_put(b, &len, 2);
+	tend_buf_put(b, name, len);
+	tend_buf_put(b, fp->b, 16);
+}
+
+const struct tend_buf *
+item_outs(const struct item *it, struct tend_buf *tmp)
+{
+	if (!it->outs_self)
+		return &it->outs;
+	tend_buf_reset(tmp);
+	outs_put(tmp, it->rel, (uint16_t)it->len, &it->outs_fp);
+	return tmp;
+}
+
+void
+item_outs_add(struct item *it, const char *name, uint16_t len,
+    const struct tend_fp *fp)
+{
+	if (!it->outs_self && it->outs.len == 0 && len == it->len &&
+	    memcmp(name, it->rel, len) == 0) {
+		it->outs_self = true;
+		it->outs_fp = *fp;
+		return;
+	}
+	if (it->outs_self) { /* a second entry: spelled out */
+		it->outs_self = false;
+		outs_put(&it->outs, it->rel, (uint16_t)it->len, &it->outs_fp);
+	}
+	outs_put(&it->outs, name, len, fp);
+}
+
+void
+item_outs_set(struct item *it, const void *outs, size_t n)
+{
+	const char *name;
+	uint16_t len;
+	size_t pos = 0;
+
+	tend_buf_reset(&it->outs);
+	it->outs_self = false;
+	if (outs_next(outs, n, &pos, &name, &len) && pos == n &&
+	    len == it->len && memcmp(name, it->rel, len) == 0) {
+		it->outs_self = true;
+		memcpy(it->outs_fp.b, name + len, 16);
+	} else if (n)
+		tend_buf_put(&it->outs, outs, n);
+}
+
+void
+item_free(struct item *it)
+{
+	free(it->rel);
+	tend_buf_release(&it->outs);
+	if (it->job) {
+		free(it->job->msg);
+		free(it->job->out);
+		free(it->job->dir);
+		free(it->job);
+	}
+}
+
 /* The outs of the vanished items whose deletes the brake holds, from
  * their SIG rows, appended to `out`. */
 int
@@ -624,6 +690,17 @@ declare_manifest(struct tend_comp *c, struct run *r)
 		const char *name;
 		uint16_t len;
 
+		if (i < r->nitems && r->items[i].outs_self) {
+			if (n == cap) {
+				cap = cap ? cap * 2 : 256;
+				lines = tend_xrealloc(lines, cap * sizeof *lines);
+			}
+			lines[n].name = r->items[i].rel;
+			lines[n].len = r->items[i].len;
+			lines[n].fp = r->items[i].outs_fp.b;
+			n++;
+			continue;
+		}
 		for (size_t pos = 0; outs_next(o->ptr, o->len, &pos, &name,
 			 &len);) {
 			if (n == cap) {

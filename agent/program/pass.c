@@ -231,13 +231,8 @@ run_free(struct run *r, char **skip, size_t nskip)
 	free(r->stage);
 	for (size_t i = 0; i < nskip; i++)
 		free(skip[i]);
-	for (size_t i = 0; i < r->nitems; i++) {
-		free(r->items[i].rel);
-		tend_buf_release(&r->items[i].outs);
-		free(r->items[i].job_msg);
-		free(r->items[i].job_out);
-		free(r->items[i].job_dir);
-	}
+	for (size_t i = 0; i < r->nitems; i++)
+		item_free(&r->items[i]);
 	free(r->items);
 	for (size_t i = 0; i < r->nvanished; i++)
 		free(r->vanished[i]);

@@ -48,14 +48,22 @@ struct item {
 	bool sig_done;  /* its SIG row settled with its component */
 	bool had;	/* a signature was stored: seen in an earlier pass */
 	int read_errno; /* why it could not be read (sig.mode == 0) */
+	/* the entries it declared, [u16 len][name][fp16]..., from the SIG
+	 * row, or collected when it ran: the manifest lists them. Most
+	 * items declare one entry named like their source: outs_self, that
+	 * entry is (rel, outs_fp) and outs is empty (a million items kept
+	 * 80 MB of copies of their own paths); item_outs() spells it out. */
+	bool outs_self;
+	struct tend_fp outs_fp;
 	struct tend_fp old_fp; /* the content it had then */
 	/* exec run ahead of its component, in parallel with others */
-	bool job_done;
-	int job_rc;
-	char *job_msg, *job_out, *job_dir;
-	/* the entries it declared, [u16 len][name][fp16]..., from the SIG
-	 * row, or collected when it ran: the manifest lists them */
+	struct item_job *job;
 	struct tend_buf outs;
+};
+
+struct item_job {
+	int rc;
+	char *msg, *out, *dir;
 };
 
 struct run {
@@ -136,6 +144,15 @@ TEND_HIDDEN struct tend_fp item_input(const struct item *it);
 TEND_HIDDEN bool outs_next(const void *outs, size_t n, size_t *pos,
     const char **name, uint16_t *len);
 TEND_HIDDEN int held_outs(struct run *r, struct tend_buf *out);
+/* An item's outs: `it->outs`, or (outs_self) its one entry written
+ * into `tmp`. */
+TEND_HIDDEN const struct tend_buf *item_outs(const struct item *it,
+    struct tend_buf *tmp);
+/* Add an entry to what the item declares; set them from a SIG row's. */
+TEND_HIDDEN void item_outs_add(struct item *it, const char *name,
+    uint16_t len, const struct tend_fp *fp);
+TEND_HIDDEN void item_outs_set(struct item *it, const void *outs, size_t n);
+TEND_HIDDEN void item_free(struct item *it);
 TEND_HIDDEN size_t app_batch(const struct tend_app_config *app);
 TEND_HIDDEN int mount_item(struct tend_comp *c, struct run *r,
     struct item *it);

@@ -195,8 +195,7 @@ add_item(struct run *r, const char *rel, size_t len, const struct stat *st,
 	it.outs = (struct tend_buf)TEND_BUF_INIT;
 	sig_of(&it.sig, st);
 	if (have) {
-		tend_buf_put(&it.outs, row->data + SIG_FIXED,
-		    row->len - SIG_FIXED);
+		item_outs_set(&it, row->data + SIG_FIXED, row->len - SIG_FIXED);
 		it.had = true;
 		it.old_fp = old.fp;
 	}
@@ -322,10 +321,15 @@ static int
 put_sig(struct tend_txn *txn, struct run *r, struct item *it,
     struct tend_buf *k, struct tend_buf *v)
 {
+	struct tend_buf tmp = TEND_BUF_INIT;
+	int rc;
+
 	sig_key(k, r->app->name, it->rel, it->len);
 	tend_buf_reset(v);
-	sig_encode(v, &it->sig, &it->outs);
-	return tend_store_put(txn, TEND_T_SIG, k->ptr, k->len, v->ptr, v->len);
+	sig_encode(v, &it->sig, item_outs(it, &tmp));
+	rc = tend_store_put(txn, TEND_T_SIG, k->ptr, k->len, v->ptr, v->len);
+	tend_buf_release(&tmp);
+	return rc;
 }
 
 int
