@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -117,6 +118,10 @@ tend_store_open(struct tend_store **out, const char *dir, uint64_t map_size)
 
 	*out = NULL;
 	st->map_size = map_size ? map_size : (uint64_t)256 << 20;
+	/* for tests: a map that fills after a few hundred rows */
+	const char *ms = getenv("TEND_MAP_SIZE");
+	if (!map_size && ms && strtoull(ms, NULL, 10) >= 65536)
+		st->map_size = strtoull(ms, NULL, 10);
 	st->dir = tend_xstrdup(dir);
 	st->statm = -1;
 	st->trim_budget = TRIM_BUDGET;
@@ -876,13 +881,56 @@ tend_store_read_end(struct tend_txn *t)
 	free(t);
 }
 
+/*
+ * A preview's transaction is never committed, and LMDB resizes a map only
+ * between transactions: a preview that filled the map failed in the
+ * middle (a plan of a million new files stopped at a third of them, on
+ * a 512 MiB map). So before it begins, the map is made big enough for
+ * any pass: PREVIEW_MAP, or four times the data file if that is more.
+ * It is address space, not disk: the file grows only by the pages
+ * written. Within RLIMIT_AS (a failed resize leaves no map at all).
+ */
+#define PREVIEW_MAP ((uint64_t)64 << 30)
+
+static int
+preview_room(struct tend_store *st)
+{
+	uint64_t want = PREVIEW_MAP;
+	struct tend_buf path = TEND_BUF_INIT;
+	struct stat sb;
+	struct rlimit rl;
+	long page = sysconf(_SC_PAGESIZE);
+	int rc;
+
+	tend_buf_printf(&path, "%s/data.mdb", st->dir);
+	if (stat(path.ptr, &sb) == 0 && (uint64_t)sb.st_size * 4 > want)
+		want = (uint64_t)sb.st_size * 4;
+	tend_buf_release(&path);
+	if (want > MAX_MAP)
+		want = MAX_MAP;
+	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    want > (uint64_t)rl.rlim_cur / 4)
+		want = (uint64_t)rl.rlim_cur / 4;
+	if (page > 0)
+		want -= want % (uint64_t)page;
+	if (want <= st->map_size)
+		return 0;
+	if ((rc = mdb_env_set_mapsize(st->env, (size_t)want)) != 0) {
+		st->broken = true;
+		return mdb_fail(rc, "grow map for a preview");
+	}
+	st->map_size = want;
+	return 0;
+}
+
 int
 tend_store_hold_begin(struct tend_store *st)
 {
 	struct tend_txn *t;
 	int rc;
 
-	if (unusable(st) || (rc = tend_store_settle_flush(st)) != 0)
+	if (unusable(st) || (rc = tend_store_settle_flush(st)) != 0 ||
+	    preview_room(st) != 0)
 		return TEND_ERROR;
 	t = tend_xcalloc(1, sizeof *t);
 	if ((rc = mdb_txn_begin(st->env, NULL, 0, &t->txn)) != 0) {
@@ -904,6 +952,38 @@ tend_store_hold_abort(struct tend_store *st)
 	st->held = NULL;
 }
 
+static bool
+in_preview(const struct tend_txn *t)
+{
+	return t->st->held && t->txn == t->st->held->txn;
+}
+
+/* The map filled: a write transaction is run again on a grown map; a
+ * preview's cannot be (preview_room made it as big as it may be) */
+static int
+map_full(struct tend_txn *t)
+{
+	t->map_full = 1;
+	if (!in_preview(t))
+		return tend_error_set(TEND_ERETRY, "store: map full");
+	t->st->held->map_full = 1;
+	return tend_error_set(TEND_ERETRY, "store: the preview filled the "
+	    "store's map (%llu MiB): is the disk full?",
+	    (unsigned long long)(t->st->map_size >> 20));
+}
+
+/* An LMDB error; after a preview filled the map, every later call in it
+ * fails (MDB_BAD_TXN): say why */
+static int
+txn_fail(const struct tend_txn *t, int rc, const char *what)
+{
+	if (rc == MDB_BAD_TXN && in_preview(t) && t->st->held->map_full)
+		return tend_error_set(TEND_ERROR, "store: the preview filled "
+		    "the store's map (%llu MiB): is the disk full?",
+		    (unsigned long long)(t->st->map_size >> 20));
+	return mdb_fail(rc, what);
+}
+
 int
 tend_store_get(struct tend_txn *t, enum tend_table tab, const void *key,
     size_t klen, struct tend_bytes *val)
@@ -914,7 +994,7 @@ tend_store_get(struct tend_txn *t, enum tend_table tab, const void *key,
 	if (rc == MDB_NOTFOUND)
 		return TEND_ENOTFOUND;
 	if (rc != 0)
-		return mdb_fail(rc, "get");
+		return txn_fail(t, rc, "get");
 	store_read(t->st);
 	val->data = v.mv_data;
 	val->len = v.mv_size;
@@ -934,11 +1014,10 @@ tend_store_put(struct tend_txn *t, enum tend_table tab, const void *key,
 							 t->st->dbi[tab], &k, &v, 0);
 
 	if (rc == MDB_MAP_FULL) {
-		t->map_full = 1;
-		return tend_error_set(TEND_ERETRY, "store: map full");
+		return map_full(t);
 	}
 	if (rc != 0)
-		return mdb_fail(rc, "put");
+		return txn_fail(t, rc, "put");
 	return 0;
 }
 
@@ -955,11 +1034,10 @@ tend_store_del(struct tend_txn *t, enum tend_table tab, const void *key,
 	if (rc == MDB_NOTFOUND)
 		return 0;
 	if (rc == MDB_MAP_FULL) {
-		t->map_full = 1;
-		return tend_error_set(TEND_ERETRY, "store: map full");
+		return map_full(t);
 	}
 	if (rc != 0)
-		return mdb_fail(rc, "del");
+		return txn_fail(t, rc, "del");
 	return 0;
 }
 
@@ -985,8 +1063,7 @@ tend_store_del_prefix(struct tend_txn *t, enum tend_table tab,
 	}
 	mdb_cursor_close(c);
 	if (rc == MDB_MAP_FULL) {
-		t->map_full = 1;
-		return tend_error_set(TEND_ERETRY, "store: map full");
+		return map_full(t);
 	}
 	if (rc != 0 && rc != MDB_NOTFOUND && rc != 0)
 		return mdb_fail(rc, "del range");

@@ -52,6 +52,7 @@ struct cli {
 	/* plan: what it found, over every app */
 	uint64_t plan_ops[3]; /* create, update, delete */
 	uint64_t plan_held, plan_failed, plan_strays;
+	uint64_t plan_stopped; /* apps whose plan pass stopped on an error */
 	bool destructive; /* plan: this app's target is rebuilt */
 };
 

@@ -111,6 +111,12 @@ plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
 		c->pending = true;
 	if (rc && (res->error || c->failed || c->errors))
 		c->plan_failed += res->error ? 1 : c->failed + c->errors;
+	else if (rc) {
+		/* the pass itself stopped (the store): what was listed is
+		 * not the whole plan */
+		c->plan_failed++;
+		c->plan_stopped++;
+	}
 }
 
 /* plan's last line: a promise, so only what was looked at */
@@ -119,6 +125,15 @@ plan_summary(struct cli *c)
 {
 	const uint64_t *n = c->plan_ops;
 
+	if (c->plan_stopped) {
+		printf("Plan incomplete: the pass of %llu app(s) stopped on "
+		       "an error (above); before it stopped: %llu to create, "
+		       "%llu to update, %llu to delete.\n",
+		    (unsigned long long)c->plan_stopped,
+		    (unsigned long long)n[0], (unsigned long long)n[1],
+		    (unsigned long long)n[2]);
+		return;
+	}
 	if (!c->pending && !c->plan_failed) {
 		printf("No changes: every declaration is applied as "
 		       "recorded (tend check reads the targets for drift).\n");

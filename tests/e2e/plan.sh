@@ -125,4 +125,35 @@ run ls -n; expect_rc 2 "ls -n is refused"
 expect_in "$ERR" "-n/--dry-run is for sync" "ls -n's message"
 run sync -q; expect_rc 0 "then the sync"
 expect_file out/a changed; expect_file out/n2 brand-new
+
+# a plan bigger than the store's map: its transaction is never committed,
+# so the map cannot grow in the middle; it is made big enough first (at
+# a million new files, plan listed a third of them, then a summary as if
+# that were all). TEND_MAP_SIZE makes the map 1 MiB, full after ~500.
+mkdir -p big
+python3 -c '
+for i in range(3000):
+    open("big/f%05d" % i, "w").write(str(i))'
+cat > tend.conf <<'CONF'
+[app "big"]
+	source = big
+	target = dir:bigout
+CONF
+export TEND_MAP_SIZE=1048576
+run plan; expect_rc 3 "plan of 3000 new files on a 1 MiB map"
+n=$(printf '%s\n' "$OUT" | grep -c '^+ big bigout/f')
+[ "$n" = 3000 ] || fail "plan on a small map listed $n of 3000 files"
+expect_in "$OUT" "Plan: 3001 to create, 0 to update, 0 to delete." "the whole plan"
+# a preview that fills the map anyway (a full disk) says so, and its
+# last line does not pass for the whole plan
+TEND_FAILPOINTS=map-full@1000 run plan; expect_rc 1 "plan on a full map"
+expect_in "$ERR" "the preview filled the store's map" "plan's error"
+expect_in "$OUT" "Plan incomplete: the pass of 1 app(s) stopped" "the summary of a stopped plan"
+case "$OUT" in *"Plan: "*) fail "a stopped plan's summary reads as complete: $OUT";; esac
+TEND_FAILPOINTS=map-full@1000 run plan --json; expect_rc 1 "plan --json on a full map"
+expect_in "$OUT" '"failed": 1' "plan --json counts the stopped pass"
+run sync -q; expect_rc 0 "sync of 3000 files on a 1 MiB map (it grows)"
+[ "$(ls bigout | wc -l)" = 3000 ] || fail "bigout has $(ls bigout | wc -l) files"
+run plan; expect_rc 0 "plan after it"; expect_in "$OUT" "No changes" "plan after the big sync"
+unset TEND_MAP_SIZE
 finish
