@@ -867,7 +867,7 @@ t_check_drift(void **state)
 	if (check(f) != 3)
 		fail_msg("drift:\n%s", f->drift.ptr);
 	assert_non_null(strstr(f->drift.ptr,
-	    "/a.md: row missing from table notes\n"));
+	    "/a.md: missing: no such row in table notes\n"));
 	assert_non_null(strstr(f->drift.ptr, "/b.md: content differs\n"));
 	assert_non_null(strstr(f->drift.ptr, "/c.md: digest differs\n"));
 	/* a plain sync trusts its records; a full one repairs */
@@ -880,7 +880,7 @@ t_check_drift(void **state)
 	exec_sql(f, "DROP TABLE notes");
 	assert_int_equal(check(f), 3);
 	assert_non_null(strstr(f->drift.ptr,
-	    "table notes is missing from notes.db"));
+	    "missing: table notes is not in notes.db"));
 }
 
 /* A symbolic link's row holds its text; an odd table name is quoted */

@@ -195,8 +195,33 @@ visit(struct tend_engine *eng, struct tend_txn *txn, const char *app,
 					else if (r)
 						si.drift = tend_error_last();
 				}
-				/* (a pending delete is not known done, nor
-				 * what no check was asked about) */
+				/* a pending delete is done if the target has
+				 * nothing at the key: asked with the record
+				 * before it, a check says "missing" */
+				const struct state *before = NULL;
+				for (size_t i = item.nstates; !si.record &&
+				    i-- > 0;)
+					if (!item.states[i].deleted) {
+						before = &item.states[i];
+						break;
+					}
+				if (h && h->ops->check && before &&
+				    tend_key_decode(&key, item.key, item.keylen,
+					NULL, &w.arena) == 0) {
+					struct tend_bytes rec = {before->rec,
+					    before->len};
+					int r;
+
+					tend_buf_reset(&why);
+					r = h->ops->check(h, &eng->ctx, &key, &rec,
+					    &why);
+					asked = r == TEND_ECONFLICT && why.ptr &&
+					    strncmp(why.ptr, TEND_CHECK_ABSENT,
+						strlen(TEND_CHECK_ABSENT)) == 0;
+					tend_error_clear();
+				}
+				/* (a pending delete not known done, nor what
+				 * no check was asked about) */
 				if (si.pending && (si.drift || !asked))
 					si.drift = "a failed or interrupted "
 						   "apply: the next sync "

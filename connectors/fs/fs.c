@@ -552,7 +552,7 @@ entry_check(struct tend_handler *base, struct tend_context *ctx,
 	close(root);
 	if (rc == TEND_ENOTFOUND) {
 		tend_error_clear();
-		tend_buf_puts(why, "missing");
+		tend_buf_puts(why, TEND_CHECK_ABSENT);
 		chain_close(&c);
 		return TEND_ECONFLICT;
 	}
@@ -566,7 +566,8 @@ entry_check(struct tend_handler *base, struct tend_context *ctx,
 	unsigned want = (unsigned)record->data[17] |
 	    (unsigned)record->data[18] << 8;
 	if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-		tend_buf_puts(why, errno == ENOENT ? "missing" : strerror(errno));
+		tend_buf_puts(why, errno == ENOENT ? TEND_CHECK_ABSENT :
+		    strerror(errno));
 		rc = TEND_ECONFLICT;
 	} else if (S_ISLNK(want)) {
 		char text[PATH_MAX];

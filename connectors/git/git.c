@@ -2136,11 +2136,12 @@ entries_check(struct tend_handler *base, struct tend_context *ctx,
 	join_path(&path, h->prefix, name);
 	rc = TEND_ECONFLICT;
 	if (git_reference_name_to_id(&tip, repo, h->ref)) {
-		tend_buf_printf(why, "%s does not exist", h->ref);
+		tend_buf_printf(why, TEND_CHECK_ABSENT ": %s does not exist",
+		    h->ref);
 	} else if (check_tree(h, &tip) != 0) {
 		tend_buf_printf(why, "cannot read %s", h->ref);
 	} else if (git_tree_entry_bypath(&e, h->check_tree, path.ptr)) {
-		tend_buf_printf(why, "missing from %s", h->ref);
+		tend_buf_printf(why, TEND_CHECK_ABSENT " from %s", h->ref);
 	} else if (fast_match(h, ctx, e, record)) {
 		rc = 0; /* a blob known to have the recorded content */
 	} else if (git_blob_lookup(&b, repo, git_tree_entry_id(e))) {

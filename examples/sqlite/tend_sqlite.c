@@ -1030,8 +1030,10 @@ row_check(struct tend_handler *base, struct tend_context *ctx,
 		goto out;
 	rc = TEND_ECONFLICT;
 	if (!c.exists) {
-		tend_buf_printf(why, "table %s is missing from %s", h->table,
-		    h->db);
+		/* nothing at the key (TEND_CHECK_ABSENT): an interrupted
+		 * delete of the row is done */
+		tend_buf_printf(why, TEND_CHECK_ABSENT ": table %s is not in %s",
+		    h->table, h->db);
 		goto out;
 	}
 	if (with_content && !c.content) {
@@ -1052,7 +1054,8 @@ row_check(struct tend_handler *base, struct tend_context *ctx,
 	    SQLITE_STATIC);
 	step = sqlite3_step(st);
 	if (step == SQLITE_DONE) {
-		tend_buf_printf(why, "row missing from table %s", h->table);
+		tend_buf_printf(why, TEND_CHECK_ABSENT ": no such row in table %s",
+		    h->table);
 		goto out;
 	}
 	if (step != SQLITE_ROW) {

@@ -94,6 +94,9 @@ struct tend_attachment {
 	struct tend_handler *handler; /* owned by the engine afterwards */
 };
 
+/* The start of a check's reason when nothing is at the key (ops->check) */
+#define TEND_CHECK_ABSENT "missing"
+
 struct tend_handler_ops {
 	unsigned abi; /* TEND_TARGET_ABI */
 	const char *kind;
@@ -153,7 +156,9 @@ struct tend_handler_ops {
 	/*
 	 * Optional: compare the target with its tracking record (tend
 	 * check). Return 0 if it matches, TEND_ECONFLICT with a reason in
-	 * `why` if it drifted, or an error.
+	 * `why` if it drifted, or an error. A reason that begins with
+	 * TEND_CHECK_ABSENT says the target holds nothing at the key: tend
+	 * check then knows an interrupted delete of it is done.
 	 */
 	int (*check)(struct tend_handler *h, struct tend_context *ctx,
 	    const struct tend_key *key, const struct tend_bytes *record,

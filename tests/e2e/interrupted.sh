@@ -1,0 +1,52 @@
+#!/bin/sh
+# What the reports say after a sync was killed (a new user's trial,
+# 2026-12-05): an interrupted delete that already happened is not drift,
+# in a directory and in a git ref.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t
+
+# dir: 110 deletes, killed at the 30th unlink: 29 are gone, 81 are not
+mkdir -p src/a
+i=1; while [ $i -le 200 ]; do echo "f $i" > src/a/f$i.txt; i=$((i+1)); done
+conf_site ""
+run sync -q; expect_rc 0 "first sync"
+rm src/a/f1[0-9]*.txt
+TEND_FAILPOINTS='unlink@30=kill' run sync -q --allow-delete
+expect_rc 137 "sync killed at the 30th unlink"
+left=$(ls out/a | wc -l)
+[ "$left" = 171 ] || fail "after the kill out/a has $left files, want 90 + the 81 undone"
+run check; expect_rc 1 "check after the killed deletes"
+n=$(printf '%s\n' "$OUT" | grep -c '^drift ')
+[ "$n" = 81 ] || fail "check: $n drifted, want the 81 deletes not done ($OUT)"
+expect_in "$OUT" "81 target state(s) drifted" "check's count"
+for f in $(printf '%s\n' "$OUT" | sed -n 's/^drift out\/\([^:]*\):.*/\1/p'); do
+	[ -e "out/$f" ] || fail "check calls the done delete of $f drift"
+done
+run sync -q --allow-delete; expect_rc 0 "the sync after"
+run check -q; expect_rc 0 "check after it ($OUT)"
+[ "$(ls out/a | wc -l)" = 90 ] || fail "out/a has $(ls out/a | wc -l) files, want 90"
+rm -rf src out .tend tend.conf
+
+# git: 10 deletes and an update committed, killed before they settle
+git init -q --bare repo.git
+mkdir -p src/a
+i=1; while [ $i -le 200 ]; do echo "f $i" > src/a/f$i.txt; i=$((i+1)); done
+cat > tend.conf <<'CONF'
+[app "g"]
+	source = src
+	target = git:repo.git
+	ref = refs/heads/t
+CONF
+run sync -q; expect_rc 0 "git: first sync"
+rm src/a/f2[0-9].txt; echo more >> src/a/f5.txt
+TEND_FAILPOINTS='lmdb-commit~settle@2=kill' run sync -q
+expect_rc 137 "git: killed at the batch's settle (the 2nd settling commit; the 1st is the walk's)"
+[ "$(git -C repo.git ls-tree -r --name-only refs/heads/t | wc -l)" = 190 ] ||
+	fail "git: the commit did not land before the kill"
+run status; expect_in "$OUT" "unsettled" "git: status shows the unsettled states"
+run check; expect_rc 0 "git: check after the kill: the ref holds what the pass wrote ($OUT)"
+expect_in "$OUT" "no drift" "git: no drift"
+run sync -q; expect_rc 0 "git: the sync after"
+run check -q; expect_rc 0 "git: check after it"
+finish
