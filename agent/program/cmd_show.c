@@ -426,6 +426,17 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 		/* the agent's pass, if it made one since it started; else
 		 * the one kept in the store */
 		last = al && al->type == TEND_JSON_OBJ ? al : sl;
+		/* the stored pass finished cleanly, yet states are
+		 * unsettled: a later pass began and did not finish (it was
+		 * killed, or it runs now) and is not the one shown */
+		bool unfinished = false;
+		if (last && last == sl && !aa && cc.pending) {
+			struct tend_pass lp;
+
+			tend_pass_from_json(&lp, last);
+			unfinished = lp.status == 0 && !lp.failed &&
+			    !lp.errors && !lp.held_deletes;
+		}
 		long long queued = tend_json_int(aa, "queued", 0,
 		    TEND_JSON_INT_MAX, 0);
 		long long held = tend_json_int(aa, "held", 0,
@@ -453,6 +464,9 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 				tend_pass_json(&out, &p);
 				tend_buf_printf(&out, ", \"by\": \"%s\"}",
 				    last == al ? "agent" : "store");
+				tend_buf_printf(&out, ", \"later_pass_unfinished\": "
+						      "%s",
+				    unfinished ? "true" : "false");
 			} else
 				tend_buf_puts(&out, "null");
 			if (ps.configured) {
@@ -485,7 +499,15 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 				struct tend_pass p;
 
 				tend_pass_from_json(&p, last);
-				tend_buf_puts(&t, "; last pass ");
+				if (unfinished)
+					tend_buf_puts(&t, "; a later pass did not "
+							  "finish (killed, or "
+							  "running now): the "
+							  "next sync settles "
+							  "it");
+				tend_buf_puts(&t, unfinished ? "; last finished "
+							       "pass "
+							     : "; last pass ");
 				if (p.time)
 					put_when(&t, p.time);
 				tend_buf_puts(&t, ": ");

@@ -1,7 +1,8 @@
 #!/bin/sh
 # What the reports say after a sync was killed (a new user's trial,
 # 2026-12-05): an interrupted delete that already happened is not drift,
-# in a directory and in a git ref.
+# in a directory and in a git ref; status does not show the last pass
+# that finished as if it were the last one.
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t
@@ -44,9 +45,16 @@ TEND_FAILPOINTS='lmdb-commit~settle@2=kill' run sync -q
 expect_rc 137 "git: killed at the batch's settle (the 2nd settling commit; the 1st is the walk's)"
 [ "$(git -C repo.git ls-tree -r --name-only refs/heads/t | wc -l)" = 190 ] ||
 	fail "git: the commit did not land before the kill"
-run status; expect_in "$OUT" "unsettled" "git: status shows the unsettled states"
+# status does not pass the last finished sync off as the last one
+run status; expect_in "$OUT" "11 unsettled" "git: status shows the unsettled states"
+expect_in "$OUT" "a later pass did not finish" "git: status says a pass was cut short"
+expect_in "$OUT" "last finished pass" "git: status names the pass it shows"
+run status --json; expect_in "$OUT" '"later_pass_unfinished": true' "git: status --json"
 run check; expect_rc 0 "git: check after the kill: the ref holds what the pass wrote ($OUT)"
 expect_in "$OUT" "no drift" "git: no drift"
 run sync -q; expect_rc 0 "git: the sync after"
 run check -q; expect_rc 0 "git: check after it"
+run status; expect_in "$OUT" "0 unsettled; last pass" "git: status after the sync"
+case "$OUT" in *"did not finish"*) fail "git: status after a clean sync: $OUT";; esac
+run status --json; expect_in "$OUT" '"later_pass_unfinished": false' "git: status --json after"
 finish
