@@ -360,6 +360,19 @@ on_event(const struct tend_event *ev, void *arg)
 			break;
 		if (ev->invalidation)
 			c->invalidations++;
+		/* a destructive rebuild removed what was not declared in
+		 * the container: not entries, so not counted as deletes,
+		 * but said (plan lists them) */
+		if (ev->container && ev->invalidation == 2) {
+			c->rebuilt++;
+			if (!c->json && !c->quiet) {
+				tend_display_path(&path, ev->provider, ev->key);
+				printf("! destructive %s %s (rebuilt from the "
+				       "declared entries only: what else was "
+				       "in it is removed)\n",
+				    ev->app, path.ptr);
+			}
+		}
 		if (!tend_event_counts(ev))
 			break; /* entries are counted, not their directory */
 		if (ev->op == TEND_OP_CREATE)

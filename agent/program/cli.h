@@ -39,6 +39,7 @@ struct cli {
 	bool tty;
 	/* per app counters, fed by events */
 	uint64_t created, updated, deleted, failed, errors, invalidations;
+	uint64_t rebuilt; /* containers rebuilt (destructive): strays removed */
 	uint64_t shown; /* progress */
 	const char *cur_app;
 	struct tend_buf json_items;

@@ -347,7 +347,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		if (!selected(c, app->name))
 			continue;
 		c->created = c->updated = c->deleted = c->failed = 0;
-		c->errors = c->invalidations = c->shown = 0;
+		c->errors = c->invalidations = c->shown = c->rebuilt = 0;
 		c->cur_app = app->name;
 		rc = tend_app_sync(ws, app, &o, &res);
 		flush_same_errors(c);
@@ -392,8 +392,17 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			tend_buf_putc(&lp.text, '}');
 			tend_store_write_settle(tend_engine_store(ws->eng), put_last,
 			    &lp);
-			if (c->json)
+			if (c->json) {
 				put_app_pass(&out, shown, ws, app->name, &p);
+				/* put_app_pass closed the app's object: the
+				 * rebuilt containers go inside it */
+				if (c->rebuilt) {
+					out.len--;
+					tend_buf_printf(&out, ", \"rebuilt\": "
+							      "%llu}",
+					    (unsigned long long)c->rebuilt);
+				}
+			}
 			else if (!c->quiet) {
 				struct tend_buf t = TEND_BUF_INIT;
 

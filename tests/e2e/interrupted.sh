@@ -57,4 +57,19 @@ run check -q; expect_rc 0 "git: check after it"
 run status; expect_in "$OUT" "0 unsettled; last pass" "git: status after the sync"
 case "$OUT" in *"did not finish"*) fail "git: status after a clean sync: $OUT";; esac
 run status --json; expect_in "$OUT" '"later_pass_unfinished": false' "git: status --json after"
+rm -rf src repo.git .tend tend.conf
+
+# switching a dir target to exclusive removes what it did not declare:
+# plan lists those files; sync said "0 deleted" and nothing else
+mkdir -p src; echo a > src/a; echo b > src/b
+conf_site ""
+run sync -q; expect_rc 0 "exclusive: first sync"
+echo mine > out/stray.txt
+conf_site "	exclusive = true"
+run plan; expect_in "$OUT" "- site out/stray.txt" "exclusive: plan lists the stray"
+run sync; expect_rc 0 "exclusive: the switch"
+expect_in "$OUT" "! destructive site out/ (rebuilt from the declared entries only" "exclusive: sync says the rebuild"
+expect_gone out/stray.txt
+conf_site ""; run sync -q; echo mine > out/stray2.txt; conf_site "	exclusive = true"
+run sync --json; expect_in "$OUT" '"rebuilt": 1' "exclusive: sync --json counts the rebuild"
 finish
