@@ -783,6 +783,13 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 
 		*p = tmp;
 		tend_fill_action(p, &out, prev, nprev, missing);
+		/* a state whose first pass was cut short (it leads with the
+		 * new item's "may be missing" marker, version 0, and was
+		 * never settled) is still being created: said so, not
+		 * "updated" (its target was never known to hold it) */
+		if (p->op == TEND_OP_UPDATE && it && it->nstates &&
+		    it->states[0].deleted && it->states[0].version == 0)
+			p->op = TEND_OP_CREATE;
 		if (it) {
 			p->item = *it;
 		} else {

@@ -59,6 +59,21 @@ case "$OUT" in *"did not finish"*) fail "git: status after a clean sync: $OUT";;
 run status --json; expect_in "$OUT" '"later_pass_unfinished": false' "git: status --json after"
 rm -rf src repo.git .tend tend.conf
 
+# a first sync killed after 9 of 100 files: they are still being created,
+# not updated (plan said "100 to update", sync "100 updated")
+mkdir -p src
+i=1; while [ $i -le 100 ]; do echo $i > src/f$i; i=$((i+1)); done
+conf_site ""
+TEND_FAILPOINTS='rename@10=kill' run sync -q; expect_rc 137 "killed at the 10th rename"
+[ "$(ls out | wc -l)" = 9 ] || fail "after the kill out has $(ls out | wc -l) files, want 9"
+run plan; expect_rc 3 "plan after the killed first sync"
+expect_in "$OUT" "Plan: 100 to create, 0 to update, 0 to delete." "plan: creates"
+run sync; expect_rc 0 "the sync after"
+expect_in "$OUT" "site: 100 created, 0 updated, 0 deleted" "sync: creates"
+echo more >> src/f1
+run plan; expect_in "$OUT" "Plan: 0 to create, 1 to update, 0 to delete." "then an update is one"
+rm -rf src out .tend tend.conf
+
 # switching a dir target to exclusive removes what it did not declare:
 # plan lists those files; sync said "0 deleted" and nothing else
 mkdir -p src; echo a > src/a; echo b > src/b
