@@ -41,7 +41,7 @@ After every kill a clean `tend sync` must converge:
 
 Exit 0 with a summary line when every iteration converged; on the first
 failure, exit 1 with what differed (the workspace is kept with --keep).
-The test suite runs 100 iterations (suite "torture"; 25 under the
+The test suite runs 50 iterations (suite "torture"; 25 under the
 sanitizers' setup, TORTURE_ITERS); the benchmark runs 1000:
 bench/torture.py --tend build/agent/tend --iterations 1000.
 """
