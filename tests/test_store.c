@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "engine_int.h"
 #include "store.h"
 #include "tend/status.h"
 
@@ -645,6 +646,53 @@ deferred_settle_counts_commit_or_go_with_it(void **state)
 	assert_int_equal(states_of(f->st, "app"), 8);
 }
 
+/* The set of a pass's component ids, sized up front (its table then
+ * mapped, pre-faulted, past 1 MiB) or grown: every id added is in it,
+ * no other is, and a reserve keeps what it holds. */
+static void
+cid_of(struct tend_fp *fp, uint64_t i)
+{
+	uint64_t w[2] = {i * 0x9E3779B97F4A7C15ull + 1, ~i};
+
+	memcpy(fp->b, w, 16);
+}
+
+static void
+cidset_holds_what_was_added(void **state)
+{
+	(void)state;
+	for (int reserve = 0; reserve < 2; reserve++) {
+		struct cidset s = {0};
+		struct tend_fp fp;
+		const uint64_t n = 150000;
+
+		if (reserve)
+			tend_cidset_reserve(&s, n);
+		size_t size = s.size;
+		for (uint64_t i = 0; i < n / 2; i++) {
+			cid_of(&fp, i);
+			tend_cidset_add(&s, &fp);
+			tend_cidset_add(&s, &fp); /* twice: counted once */
+		}
+		tend_cidset_reserve(&s, n); /* keeps the first half */
+		for (uint64_t i = n / 2; i < n; i++) {
+			cid_of(&fp, i);
+			tend_cidset_add(&s, &fp);
+		}
+		assert_int_equal(s.n, n);
+		if (reserve)
+			assert_int_equal(s.size, size); /* never grew */
+		assert_true(s.mapped); /* 16 B x 2^19 */
+		for (uint64_t i = 0; i < n + 1000; i++) {
+			cid_of(&fp, i);
+			assert_int_equal(tend_cidset_has(&s, &fp), i < n);
+		}
+		tend_cidset_free(&s);
+		assert_null(s.tab);
+		assert_false(tend_cidset_has(&s, &fp));
+	}
+}
+
 int
 main(void)
 {
@@ -667,6 +715,7 @@ main(void)
 		T(counters_are_counted_once_when_the_map_fills),
 		T(untrusted_counters_are_recounted_by_the_next_write),
 		T(deferred_settle_counts_commit_or_go_with_it),
+		cmocka_unit_test(cidset_holds_what_was_added),
 	};
 
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);

@@ -574,7 +574,7 @@ defer(struct pass *pass, struct tend_comp *c)
 	    c->has_parent ? c->parent_cid : (struct tend_fp){{0}};
 	pass->deferred_waiter[pass->ndeferred] = c->waiter;
 	pass->ndeferred++;
-	cidset_add(&pass->deferred_ids, &c->cid);
+	tend_cidset_add(&pass->deferred_ids, &c->cid);
 }
 
 struct tend_comp *
@@ -716,7 +716,7 @@ schedule_gc(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 			return;
 		}
 		if (c->failed || c->any_failed) {
-			cidset_add(&pass->failed_deletes, &c->cid);
+			tend_cidset_add(&pass->failed_deletes, &c->cid);
 			delete_finished(eng, pass, c->waiter, false);
 			return;
 		}
@@ -819,7 +819,7 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 
 			if (p->kind == PLAN_ACTION && p->is_delete &&
 			    p->status != 0 && p->prov && !p->prov->root)
-				cidset_add(&pass->blocked, &p->prov->id);
+				tend_cidset_add(&pass->blocked, &p->prov->id);
 		}
 	}
 	rc = tend_store_write_settle(eng->st, commit_body, b);

@@ -254,6 +254,7 @@ struct subscriber {
 struct cidset {
 	struct tend_fp *tab;
 	size_t size, n;
+	bool mapped; /* tab is an mmap of its own (cidset_table) */
 };
 
 struct undo {
@@ -405,7 +406,10 @@ TEND_HIDDEN int tend_count_recount(struct tend_txn *txn, void *arg);
 /* engine.c */
 TEND_HIDDEN void emit(struct tend_engine *eng, struct tend_event *ev);
 TEND_HIDDEN bool wants(struct tend_engine *eng, enum tend_event_kind kind);
-TEND_HIDDEN void cidset_add(struct cidset *s, const struct tend_fp *fp);
+void tend_cidset_add(struct cidset *s, const struct tend_fp *fp);
+/* Room for n ids without growing; tend_cidset_free releases the table. */
+void tend_cidset_reserve(struct cidset *s, size_t n);
+void tend_cidset_free(struct cidset *s);
 TEND_HIDDEN size_t ref_slot(const struct tend_fp *fp, size_t size);
 TEND_HIDDEN void clear_refs(struct pass *pass);
 TEND_HIDDEN void comp_free(struct tend_comp *c);
