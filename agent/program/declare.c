@@ -210,7 +210,7 @@ fingerprint_path(const char *path, struct tend_fp *fp, uint64_t *size)
 {
 	struct stat st;
 
-	if (stat(path, &st) != 0 || hash_file(AT_FDCWD, path, fp) != 0)
+	if (stat(path, &st) != 0 || hash_file(AT_FDCWD, path, st.st_size, fp) != 0)
 		return -1;
 	*size = (uint64_t)st.st_size;
 	return 0;
@@ -233,7 +233,7 @@ on_out_file(const char *rel, size_t len, int dirfd, const char *leaf,
 	int rc;
 
 	(void)len;
-	if (hash_file(dirfd, leaf, &fp) != 0) {
+	if (hash_file(dirfd, leaf, st->st_size, &fp) != 0) {
 		rc = tend_error_set(TEND_ERROR, "read %s: %s", abs,
 		    strerror(errno));
 	} else

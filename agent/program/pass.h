@@ -115,6 +115,7 @@ extern TEND_HIDDEN const struct tend_component_hooks comp_hooks;
 /* workspace.c */
 TEND_HIDDEN char *path_join(const char *a, const char *b);
 TEND_HIDDEN int hash_fd_fp(int fd, struct tend_fp *out);
+TEND_HIDDEN int hash_fd_sized(int fd, off_t size, struct tend_fp *out);
 TEND_HIDDEN struct plugin *plugin_load(struct tend_ws *ws, const char *spec);
 
 /* sigcache.c: the SIG rows */
@@ -124,7 +125,8 @@ TEND_HIDDEN void sig_key(struct tend_buf *k, const char *app, const char *rel,
 TEND_HIDDEN bool sig_decode(const struct tend_bytes *v, struct sig *s);
 TEND_HIDDEN int hash_link(int dirfd, const char *leaf, struct tend_fp *out,
     char *text);
-TEND_HIDDEN int hash_file(int dirfd, const char *leaf, struct tend_fp *out);
+TEND_HIDDEN int hash_file(int dirfd, const char *leaf, off_t size,
+    struct tend_fp *out);
 TEND_HIDDEN void add_item(struct run *r, const char *rel, size_t len,
     const struct stat *st, const struct tend_bytes *row, int dirfd, const char *leaf);
 TEND_HIDDEN int on_file(const char *rel, size_t len, int dirfd,

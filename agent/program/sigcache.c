@@ -130,7 +130,7 @@ hash_link(int dirfd, const char *leaf, struct tend_fp *out, char *text)
 }
 
 int
-hash_file(int dirfd, const char *leaf, struct tend_fp *out)
+hash_file(int dirfd, const char *leaf, off_t size, struct tend_fp *out)
 {
 	int fd, rc;
 
@@ -138,7 +138,7 @@ hash_file(int dirfd, const char *leaf, struct tend_fp *out)
 		return -1;
 	if ((fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return -1;
-	rc = hash_fd_fp(fd, out);
+	rc = hash_fd_sized(fd, size, out);
 	close(fd);
 	return rc;
 }
@@ -204,7 +204,7 @@ add_item(struct run *r, const char *rel, size_t len, const struct stat *st,
 		it.unchanged = true;
 	} else {
 		if ((S_ISLNK(st->st_mode) ? hash_link(dirfd, leaf, &it.sig.fp,
-			 NULL) : hash_file(dirfd, leaf, &it.sig.fp)) != 0) {
+			 NULL) : hash_file(dirfd, leaf, st->st_size, &it.sig.fp)) != 0) {
 			/* unreadable: an error of this item, reported by its
 			 * component (the target keeps what it had) */
 			it.read_errno = errno ? errno : EIO;

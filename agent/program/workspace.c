@@ -41,14 +41,29 @@ path_join(const char *a, const char *b)
 int
 hash_fd_fp(int fd, struct tend_fp *out)
 {
+	return hash_fd_sized(fd, -1, out);
+}
+
+/* `size`: what the file's stat said (-1: not known). A regular file read
+ * short, at that size, is at its end: no read of 0 bytes to learn it (a
+ * syscall of five a copied file costs). Were it to grow after the stat,
+ * the signature taken then changes and the next pass reads it again. */
+int
+hash_fd_sized(int fd, off_t size, struct tend_fp *out)
+{
 	struct tend_hasher h;
 	char buf[1 << 16];
+	off_t total = 0;
 	ssize_t n;
 
 	tend_hasher_init(&h);
 	tend_hasher_begin_stream(&h);
-	while ((n = read(fd, buf, sizeof buf)) > 0)
+	while ((n = read(fd, buf, sizeof buf)) > 0) {
 		tend_hasher_raw(&h, buf, (size_t)n);
+		total += n;
+		if ((size_t)n < sizeof buf && total == size)
+			break;
+	}
 	if (n < 0)
 		return -1;
 	*out = tend_hasher_final(&h);

@@ -53,4 +53,21 @@ run status --json; expect_rc 0 "status"; json_ok "$OUT"
 mkdir -p src/deep && cd src/deep && run plan && cd "$WS"
 expect_rc 0 "plan from a subdirectory finds tend.conf"
 cd / && run -C "$WS" plan && cd "$WS"; expect_rc 0 "-C DIR"
+
+# sizes about the read buffer (64 KiB) and the copy: the hash stops at
+# a short read of the size stat gave, the copy at that size; a source
+# that grows after its stat is copied whole by the next sync
+mkdir -p src/sz
+for n in 0 1 65535 65536 65537 131072 200001; do
+	head -c $n /dev/urandom > src/sz/f$n
+done
+run sync; expect_rc 0 "sync of sizes about 64 KiB"
+for n in 0 1 65535 65536 65537 131072 200001; do
+	cmp -s src/sz/f$n out/sz/f$n || fail "out/sz/f$n differs from its source"
+done
+run check; expect_rc 0 "check after the sizes"; expect_in "$OUT" "no drift" "sizes: no drift"
+head -c 70000 /dev/urandom >> src/sz/f65536
+run sync; expect_rc 0 "sync of a grown file"
+cmp -s src/sz/f65536 out/sz/f65536 || fail "the grown file was not copied whole"
+run plan; expect_in "$OUT" "No changes" "plan after the grown file"
 finish
