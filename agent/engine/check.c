@@ -222,7 +222,10 @@ visit(struct tend_engine *eng, struct tend_txn *txn, const char *app,
 				}
 				/* (a pending delete not known done, nor what
 				 * no check was asked about) */
-				if (si.pending && (si.drift || !asked))
+				bool way = si.drift && strncmp(si.drift,
+				    TEND_CHECK_IN_THE_WAY,
+				    strlen(TEND_CHECK_IN_THE_WAY)) == 0;
+				if (si.pending && (si.drift || !asked) && !way)
 					si.drift = "a failed or interrupted "
 						   "apply: the next sync "
 						   "retries it";

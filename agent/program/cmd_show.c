@@ -51,6 +51,7 @@ struct ls_ctx {
 	struct ls_row *v;
 	size_t n, cap;
 	const char *prefix; /* ls APP PATH-PREFIX: the rows kept */
+	unsigned in_the_way; /* check: drift a sync will not repair */
 };
 
 static void
@@ -69,6 +70,9 @@ on_state(const struct tend_state_info *si, void *arg)
 		tend_buf_release(&rec);
 		return;
 	}
+	if (si->drift && strncmp(si->drift, TEND_CHECK_IN_THE_WAY,
+	    strlen(TEND_CHECK_IN_THE_WAY)) == 0)
+		l->in_the_way++;
 	if (l->c->json) {
 		tend_buf_puts(&line, "{\"path\": ");
 		tend_buf_json(&line, path.ptr);
@@ -149,7 +153,7 @@ int
 cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 {
 	struct tend_buf out = TEND_BUF_INIT;
-	struct ls_ctx l = {c, NULL, 0, 0, NULL};
+	struct ls_ctx l = {c, NULL, 0, 0, NULL, 0};
 	unsigned drift = 0, bad_counts = 0;
 	size_t shown = 0;
 	int rc;
@@ -234,7 +238,16 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		tend_buf_printf(&out, "%s]}\n", shown ? "\n" : "");
 		put_doc(&out);
 	} else if (check && !c->quiet) {
-		if (drift)
+		if (drift && l.in_the_way == drift)
+			printf("%u target state(s) drifted: something not "
+			       "tend's is in their way (above): move it, then "
+			       "tend sync\n", drift);
+		else if (drift && l.in_the_way)
+			printf("%u target state(s) drifted: tend sync --full "
+			       "repairs %u; in the way of %u is something not "
+			       "tend's (above): move it, then tend sync\n",
+			    drift, drift - l.in_the_way, l.in_the_way);
+		else if (drift)
 			printf("%u target state(s) drifted: tend sync --full "
 			       "repairs them\n", drift);
 		else if (!bad_counts)

@@ -42,6 +42,12 @@
 /* true when the operation is made to fail (errno set) by TEND_FAILPOINTS */
 #define INJECTED(point, subject) (tend_failpoint(point, subject) != 0)
 
+/* A directory where an entry was written is the user's (or another
+ * tool's): never removed to make room (check and sync say so) */
+#define WAY_FIX "tend does not remove what it did not write (move it away, " \
+	"then tend sync)"
+#define IN_THE_WAY TEND_CHECK_IN_THE_WAY ": a directory is there now: " WAY_FIX
+
 /* ---- encodings ---- */
 
 static void
@@ -579,13 +585,19 @@ entry_check(struct tend_handler *base, struct tend_context *ctx,
 			text[len] = '\0';
 			fp = tend_fs_link_fp(text);
 		}
-		if (!S_ISLNK(st.st_mode)) {
+		if (S_ISDIR(st.st_mode)) {
+			tend_buf_puts(why, IN_THE_WAY);
+			rc = TEND_ECONFLICT;
+		} else if (!S_ISLNK(st.st_mode)) {
 			tend_buf_puts(why, "not a symlink");
 			rc = TEND_ECONFLICT;
 		} else if (len < 0 || memcmp(fp.b, record->data + 1, 16) != 0) {
 			tend_buf_puts(why, "the link points elsewhere");
 			rc = TEND_ECONFLICT;
 		}
+	} else if (S_ISDIR(st.st_mode)) {
+		tend_buf_puts(why, IN_THE_WAY);
+		rc = TEND_ECONFLICT;
 	} else if (!S_ISREG(st.st_mode)) {
 		tend_buf_puts(why, "not a regular file");
 		rc = TEND_ECONFLICT;
@@ -894,8 +906,11 @@ put_link(int dirfd, const char *leaf, const struct entry_action *a, bool sync)
 			    strerror(errno));
 	}
 	if (INJECTED("rename", a->name) || renameat(dirfd, tmp, dirfd, leaf) != 0)
-		rc = tend_error_set(TEND_ERROR, "rename to %s: %s", leaf,
-		    strerror(errno));
+		rc = errno == EISDIR
+		    ? tend_error_set(TEND_ERROR, "a directory is in the way: "
+			  WAY_FIX)
+		    : tend_error_set(TEND_ERROR, "rename to %s: %s", leaf,
+			  strerror(errno));
 	else if (sync && (INJECTED("fsync", a->name) || fsync(dirfd) != 0))
 		return tend_error_set(TEND_ERROR, "fsync directory: %s",
 		    strerror(errno));
@@ -961,8 +976,11 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 			unlinkat(tmpdir, tmp, 0);
 			return put_entry(dirfd, -1, leaf, a, sync);
 		}
-		rc = tend_error_set(TEND_ERROR, "rename to %s: %s", leaf,
-		    strerror(errno));
+		rc = errno == EISDIR
+		    ? tend_error_set(TEND_ERROR, "a directory is in the way: "
+			  WAY_FIX)
+		    : tend_error_set(TEND_ERROR, "rename to %s: %s", leaf,
+			  strerror(errno));
 	} else if (rc == 0 && sync &&
 	    (INJECTED("fsync", a->name) || fsync(dirfd) != 0)) {
 		/* the entry is in place; its name is durable only now */

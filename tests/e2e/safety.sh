@@ -65,4 +65,27 @@ rm -rf src
 run sync; expect_rc 1 "missing source"
 expect_in "$ERR" "missing or not a directory" "missing source message"
 expect_file out/f35 35
+
+# a directory made where tend wrote a file is not tend's: sync does not
+# remove it, and neither sync nor check promises what it cannot do
+# (check said "not a regular file ... tend sync --full repairs them",
+# and sync --full failed with "rename to a: Is a directory")
+rm -rf src out .tend; mkdir src; echo a > src/a; echo b > src/b
+conf_site ""
+run sync; expect_rc 0 "sync before the directory"
+rm out/a; mkdir out/a; echo mine > out/a/keep
+run check; expect_rc 1 "check with a directory in the way"
+expect_in "$OUT" "drift out/a: in the way: a directory is there now" "check names the directory"
+expect_in "$OUT" "something not tend's is in their way (above): move it, then tend sync" "check's summary"
+expect_not_in "$OUT" "sync --full repairs" "check promises no repair"
+run sync --full; expect_rc 1 "sync --full with a directory in the way"
+expect_in "$ERR" "out/a: a directory is in the way: tend does not remove what it did not write" "sync's error"
+expect_file out/a/keep mine
+run check; expect_in "$OUT" "drift out/a: in the way" "check after the failed sync (pending)"
+rm out/b
+run check; expect_in "$OUT" "tend sync --full repairs 1; in the way of 1 is something not tend's" "check: one of each"
+mv out/a moved-a
+run sync --full; expect_rc 0 "sync once it is moved"
+expect_file out/a a; expect_file out/b b; expect_file moved-a/keep mine
+run check; expect_rc 0 "check after"; expect_in "$OUT" "no drift" "no drift after"
 finish

@@ -96,6 +96,10 @@ struct tend_attachment {
 
 /* The start of a check's reason when nothing is at the key (ops->check) */
 #define TEND_CHECK_ABSENT "missing"
+/* ... and when something that is not the target's own is at the key, and
+ * a sync will not replace it (a directory where a file was written):
+ * check does not promise that sync --full repairs it */
+#define TEND_CHECK_IN_THE_WAY "in the way"
 
 struct tend_handler_ops {
 	unsigned abi; /* TEND_TARGET_ABI */
@@ -158,7 +162,9 @@ struct tend_handler_ops {
 	 * check). Return 0 if it matches, TEND_ECONFLICT with a reason in
 	 * `why` if it drifted, or an error. A reason that begins with
 	 * TEND_CHECK_ABSENT says the target holds nothing at the key: tend
-	 * check then knows an interrupted delete of it is done.
+	 * check then knows an interrupted delete of it is done. One that
+	 * begins with TEND_CHECK_IN_THE_WAY says what is there is not the
+	 * target's to replace: the user must move it first.
 	 */
 	int (*check)(struct tend_handler *h, struct tend_context *ctx,
 	    const struct tend_key *key, const struct tend_bytes *record,
