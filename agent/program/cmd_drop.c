@@ -5,12 +5,14 @@
  */
 #define _GNU_SOURCE
 #include "cli.h"
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "inspect.h"
+#include "pass.h"
 #include "tend/status.h"
 
 struct forget {
@@ -40,6 +42,7 @@ forget_body(struct tend_txn *txn, void *arg)
 struct unknown_root {
 	struct tend_engine *eng;
 	char *path;
+	bool git; /* the app's container is a git tree */
 };
 
 static void
@@ -48,6 +51,8 @@ find_unknown_root(const struct tend_state_info *si, void *arg)
 	struct unknown_root *u = arg;
 	const char *p = si->path;
 
+	if (si->container && strncmp(p, "/@tend/git/", 11) == 0)
+		u->git = true;
 	if (u->path || strncmp(p, "/@", 2) != 0)
 		return;
 	/* the root's name is some '/'-prefix of what follows "/@" */
@@ -87,7 +92,7 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 
 		c->deleted = c->failed = 0;
 		c->cur_app = c->apps[i];
-		struct unknown_root u = {ws->eng, NULL};
+		struct unknown_root u = {ws->eng, NULL, false};
 		tend_engine_list(ws->eng, c->apps[i], find_unknown_root, &u);
 		if (u.path) {
 			rc = tend_error_set(TEND_EINVALID, "%s is a target of a "
@@ -101,6 +106,13 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 			 * a source (its entries may be half deleted) */
 			rc = tend_store_write(tend_engine_store(ws->eng),
 			    forget_body, &f);
+		/* a git target's deletes are one commit, as a sync's
+		 * changes are (they were one per 4,096 entries: 29 commits
+		 * for 118k); known from tend.conf, or for an app that left
+		 * it, from its stored container */
+		struct tend_app_config *a = tend_ws_app(ws, c->apps[i]);
+		tend_engine_set_batch(ws->eng, a ? app_batch(a)
+						 : u.git ? SIZE_MAX : 0);
 		if (rc == 0)
 			rc = tend_engine_drop(ws->eng, c->apps[i], &st);
 		flush_same_errors(c);

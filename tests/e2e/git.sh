@@ -213,4 +213,23 @@ git -C big fsck --strict >"$WS/.fsck" 2>&1 || fail "git fsck after a split pack:
 PACKS=$(git -C big count-objects -v | awk '/^packs:/ {print $2}')
 [ "$PACKS" = 3 ] || fail "two blob packs and the trees': $PACKS packs"
 [ "$(git -C big count-objects -v | awk '/^count:/ {print $2}')" = 0 ] || fail "loose objects beside the split packs"
+
+# a drop of more than a batch (4,096 components) is one commit, as a
+# sync's is: it was one per 4,096 (29 commits for 118k entries); for an
+# app in tend.conf and for one that left it (its stored container says
+# git)
+for how in conf gone; do
+	rm -rf many manysrc .tend; git init -q --bare many; mkdir -p manysrc/a manysrc/b
+	i=0; while [ $i -lt 4200 ]; do echo $i > manysrc/$(( i % 2 ? 1 : 0 ))$i; i=$((i+1)); done
+	mv manysrc/1* manysrc/a/ 2>/dev/null; mv manysrc/0* manysrc/b/ 2>/dev/null
+	printf '[app "many"]\n\tsource = manysrc\n\ttarget = git:many\n\tref = refs/heads/main\n' > tend.conf
+	run sync -q; expect_rc 0 "$how: sync of 4200"
+	[ "$(git -C many rev-list --count refs/heads/main)" = 1 ] || fail "$how: one commit for the sync"
+	[ "$how" = gone ] && : > tend.conf
+	run drop many; expect_rc 0 "$how: drop of 4200"
+	[ "$(git -C many rev-list --count refs/heads/main)" = 2 ] || fail "$how: the drop made $(( $(git -C many rev-list --count refs/heads/main) - 1 )) commits, want 1"
+	[ -z "$(git -C many ls-tree -r refs/heads/main)" ] || fail "$how: entries left after the drop"
+	git -C many fsck --strict >"$WS/.fsck" 2>&1 || fail "$how: git fsck after the drop: $(cat "$WS/.fsck")"
+done
+rm -rf many manysrc
 finish
