@@ -155,7 +155,8 @@ static const struct {
 	       "record,\nsorted by path (spelled as plan spells it). APP may "
 	       "be one that left\ntend.conf but is still tracked. With "
 	       "PATH-PREFIX, only the states whose\npath starts with it "
-	       "(\"out/docs/\", \"git(\\\"repo\\\"\"): a page of a big "
+	       "(\"out/docs/\", \"git(\\\"repo\\\"\"; in a git target\n"
+	       "also the path inside it, \"docs/\"): a page of a big "
 	       "workspace,\nheld in memory alone.\n"},
 	{"status", "usage: tend status [--json]\n\n"
 		   "The running agent, if any (its pid, state, start, passes, "

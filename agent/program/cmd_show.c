@@ -64,8 +64,12 @@ on_state(const struct tend_state_info *si, void *arg)
 	if (si->record)
 		tend_buf_puthex(&rec, si->record,
 		    si->len > 17 ? 17 : si->len);
-	tend_state_display_path(&path, si->path, si->container);
-	if (l->prefix && strncmp(path.ptr, l->prefix, strlen(l->prefix))) {
+	size_t root = tend_state_display_path(&path, si->path, si->container);
+	/* a prefix of the whole path, or of what follows a git target's
+	 * git("repo", "ref", "prefix"): (ls big docs/) */
+	const char *in = path.ptr + root + (path.ptr[root] == ':');
+	if (l->prefix && strncmp(path.ptr, l->prefix, strlen(l->prefix)) &&
+	    (!root || strncmp(in, l->prefix, strlen(l->prefix)))) {
 		tend_buf_release(&path);
 		tend_buf_release(&rec);
 		return;

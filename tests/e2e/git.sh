@@ -225,6 +225,11 @@ for how in conf gone; do
 	printf '[app "many"]\n\tsource = manysrc\n\ttarget = git:many\n\tref = refs/heads/main\n' > tend.conf
 	run sync -q; expect_rc 0 "$how: sync of 4200"
 	[ "$(git -C many rev-list --count refs/heads/main)" = 1 ] || fail "$how: one commit for the sync"
+	# ls APP PATH-PREFIX: a git target's paths inside it will do
+	run ls many a/; expect_rc 0 "$how: ls many a/"
+	[ "$(printf '%s\n' "$OUT" | wc -l)" = 2100 ] || fail "$how: ls many a/ listed $(printf '%s\n' "$OUT" | wc -l), want 2100"
+	run ls many 'git("many", "refs/heads/main", ""):b/'
+	[ "$(printf '%s\n' "$OUT" | wc -l)" = 2100 ] || fail "$how: ls by the whole path"
 	[ "$how" = gone ] && : > tend.conf
 	run drop many; expect_rc 0 "$how: drop of 4200"
 	[ "$(git -C many rev-list --count refs/heads/main)" = 2 ] || fail "$how: the drop made $(( $(git -C many rev-list --count refs/heads/main) - 1 )) commits, want 1"
