@@ -413,7 +413,7 @@ table_open_child(struct tend_handler *base, const struct tend_key *key,
 	 * only deleted, and a delete needs no spec) */
 	struct spec spec = {.content = CONTENT_TEXT, .busy_ms = 5000};
 	struct tend_handler *h = NULL;
-	char *db, *table;
+	char *db = NULL, *table = NULL;
 
 	(void)base;
 	if (split_key(key, &a, &db, &table) == 0 &&
