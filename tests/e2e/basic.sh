@@ -70,4 +70,26 @@ head -c 70000 /dev/urandom >> src/sz/f65536
 run sync; expect_rc 0 "sync of a grown file"
 cmp -s src/sz/f65536 out/sz/f65536 || fail "the grown file was not copied whole"
 run plan; expect_in "$OUT" "No changes" "plan after the grown file"
+
+# a batch of many writes goes on two threads (each half of the batch):
+# every name, byte and mode lands, a directory both halves need is made
+# once, a file already at a new entry's name is replaced as it was on one
+# thread, and nothing temporary is left in the target
+mkdir -p src/many
+for d in $(seq 10 39); do
+	mkdir -p src/many/d$d
+	for f in $(seq 10 29); do printf 'file %s %s\n' $d $f > src/many/d$d/f$f; done
+done
+chmod 0600 src/many/d39/f29; chmod 0755 src/many/d11/f11 src/many/d30/f10
+mkdir -p out/many/d35; printf 'stray\n' > out/many/d35/f13
+run sync; expect_rc 0 "sync of 600 files"
+expect_in "$OUT" "600 created" "the 600 files are counted"
+diff -r src/many out/many > /dev/null || fail "out/many differs from src/many"
+[ "$(cd src/many && find . -type f -printf '%p %m\n' | sort)" = \
+  "$(cd out/many && find . -type f -printf '%p %m\n' | sort)" ] || fail "modes of out/many differ"
+[ -z "$(find out -name '.tend-*')" ] || fail "a temporary file was left in the target"
+run check; expect_rc 0 "check after 600 files"; expect_in "$OUT" "no drift" "600 files: no drift"
+rm -r src/many
+run sync --allow-delete; expect_rc 0 "delete of 600 files"
+expect_gone out/many
 finish
