@@ -112,6 +112,36 @@ struct ent {
 
 static bool stat_later(struct walker *w);
 
+/*
+ * Stat `name` in dirfd as the walk takes it: false, counted in *skipped,
+ * when it is gone, a symlink (never followed: a file of its own with
+ * o->links, else skipped and counted in *links_skipped too, if set), or
+ * not a regular file (nor a directory, when `dir_ok`).
+ */
+static bool
+take(int dirfd, const char *name, struct stat *st,
+    const struct tend_walk_opts *o, bool dir_ok, unsigned *skipped,
+    unsigned *links_skipped)
+{
+	if (fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) != 0) {
+		(*skipped)++;
+		return false;
+	}
+	if (S_ISLNK(st->st_mode) && !o->links) {
+		(*skipped)++;
+		if (links_skipped)
+			(*links_skipped)++;
+		return false;
+	}
+	if (!S_ISREG(st->st_mode) && !S_ISLNK(st->st_mode) &&
+	    !(dir_ok && S_ISDIR(st->st_mode))) {
+		(*skipped)++;
+		return false;
+	}
+	return true;
+}
+
+
 static int
 cmp_ent(const void *a, const void *b)
 {
@@ -237,25 +267,9 @@ walk_dir(struct walker *w, int dirfd, int depth)
 			ents[n].nostat = true;
 		} else if (e->d_type == DT_REG || e->d_type == DT_UNKNOWN ||
 		    e->d_type == DT_LNK) {
-			if (fstatat(dirfd, nm, &ents[n].st,
-				AT_SYMLINK_NOFOLLOW) != 0) {
-				w->skipped++;
+			if (!take(dirfd, nm, &ents[n].st, w->o, true,
+				&w->skipped, w->o->links_skipped))
 				continue;
-			}
-			/* a symlink is never followed: a file of its own
-			 * (o->links), or skipped */
-			if (S_ISLNK(ents[n].st.st_mode) && !w->o->links) {
-				w->skipped++;
-				if (w->o->links_skipped)
-					(*w->o->links_skipped)++;
-				continue;
-			}
-			if (!S_ISREG(ents[n].st.st_mode) &&
-			    !S_ISDIR(ents[n].st.st_mode) &&
-			    !S_ISLNK(ents[n].st.st_mode)) {
-				w->skipped++;
-				continue;
-			}
 			ents[n].dir = S_ISDIR(ents[n].st.st_mode);
 		} else {
 			w->skipped++; /* sockets, fifos, devices */
@@ -484,26 +498,14 @@ produce(void *arg)
 	return NULL;
 }
 
-/* A file the producer left unstatted: as walk_dir would take it (one that
- * is no longer a regular file or a symlink, or is gone, is skipped) */
+/* A file the producer left unstatted: taken as walk_dir would (one that
+ * is gone, or no longer a regular file or a symlink, is skipped) */
 static bool
 late_stat(struct pipe *p, const struct tend_walk_opts *o, struct rec *r,
     const char *rel)
 {
-	if (fstatat(r->dirfd, rel + r->leaf, &r->st, AT_SYMLINK_NOFOLLOW) != 0) {
-		p->skipped++;
-		return false;
-	}
-	if (S_ISLNK(r->st.st_mode) && !o->links) {
-		p->skipped++;
-		p->links_skipped++;
-		return false;
-	}
-	if (!S_ISREG(r->st.st_mode) && !S_ISLNK(r->st.st_mode)) {
-		p->skipped++;
-		return false;
-	}
-	return true;
+	return take(r->dirfd, rel + r->leaf, &r->st, o, false, &p->skipped,
+	    &p->links_skipped);
 }
 
 /* The consumer: the callback on every file, in order, then the fds. */
