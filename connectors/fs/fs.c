@@ -866,13 +866,18 @@ out:
 }
 
 /* A temporary name no other tend process (or thread) uses: pid and a
- * counter (exec items are forked, but never write entries). */
+ * counter (the pid is read once: exec items are forked, but never write
+ * entries). */
 static void
 tmp_name(char *buf, size_t size)
 {
 	static unsigned counter;
+	static pid_t pid;
+	pid_t me = __atomic_load_n(&pid, __ATOMIC_RELAXED);
 
-	snprintf(buf, size, ".tend-%d-%u.tmp", (int)getpid(),
+	if (!me)
+		__atomic_store_n(&pid, me = getpid(), __ATOMIC_RELAXED);
+	snprintf(buf, size, ".tend-%d-%u.tmp", (int)me,
 	    __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
 }
 
@@ -1172,15 +1177,29 @@ swaps(void *const *actions, size_t n)
 	return early;
 }
 
-/* A share of a batch's writes, applied on a thread of its own */
+/* The rounds of a batch: see entry_apply */
+enum round { ROUND_EARLY, ROUND_WRITES, ROUND_DELETES };
+
+/* A part of a batch: one round's actions in [from, to) */
 struct share {
 	int root, stagefd;
 	bool sync;
 	void *const *actions;
 	struct tend_apply_result *results;
-	const bool *skip; /* applied already, or a delete: not here */
+	bool *early; /* the deletes in the way of a write, or NULL */
+	enum round round;
 	size_t from, to;
 };
+
+static bool
+in_round(const struct share *sh, size_t i)
+{
+	const struct entry_action *a = sh->actions[i];
+
+	if (sh->early && sh->early[i])
+		return sh->round == ROUND_EARLY;
+	return sh->round == (a->del ? ROUND_DELETES : ROUND_WRITES);
+}
 
 static void
 apply_share(struct share *sh)
@@ -1188,13 +1207,10 @@ apply_share(struct share *sh)
 	struct chain c = {0};
 
 	for (size_t i = sh->from; i < sh->to; i++) {
-		struct entry_action *a = sh->actions[i];
+		int rc;
 
-		if (a->del || (sh->skip && sh->skip[i]))
-			continue;
-		int rc = apply_entry(sh->root, sh->stagefd, a, sh->sync, &c);
-
-		if (rc)
+		if (in_round(sh, i) && (rc = apply_entry(sh->root, sh->stagefd,
+					    sh->actions[i], sh->sync, &c)))
 			/* the engine names the entry */
 			tend_apply_fail(&sh->results[i], rc, "%s",
 			    tend_error_last());
@@ -1214,50 +1230,48 @@ share_main(void *arg)
 
 /*
  * The writes of a batch go on two threads, each a contiguous half of
- * the batch (its entries in path order: the halves share few
+ * them (the entries are in path order: the halves share few
  * directories, and a directory both make is made once, EEXIST being
  * fine). A new file is a dozen system calls, most of them the kernel's
  * work on the directory and the inode, and a cold pass of 100k files
  * spent three quarters of its time here on one core while rsync spread
- * the same work over a sender and a receiver. Deletes come after, on
- * this thread: a delete removes the parents it emptied, which a write on
- * the other thread may be about to use.
+ * the same work over a sender and a receiver.
  */
 static void
-apply_writes(struct share *all, size_t nwrites)
+apply_writes(struct share *all)
 {
-	struct share half = *all;
+	struct share first = *all, second = *all;
+	size_t nwrites = 0, seen = 0, mid = all->to;
 	pthread_t t;
-	size_t seen = 0, mid = all->to;
 
-	if (nwrites >= SHARE_MIN) {
-		for (size_t i = all->from; i < all->to; i++) {
-			const struct entry_action *a = all->actions[i];
-
-			if (!a->del && !(all->skip && all->skip[i]) &&
-			    ++seen > nwrites / 2) {
-				mid = i;
-				break;
-			}
+	for (size_t i = all->from; i < all->to; i++)
+		nwrites += in_round(all, i);
+	for (size_t i = all->from; nwrites >= SHARE_MIN && i < all->to; i++)
+		if (in_round(all, i) && ++seen > nwrites / 2) {
+			mid = i;
+			break;
 		}
-	}
-	half.from = mid;
+	second.from = first.to = mid;
 	if (mid == all->to ||
-	    pthread_create(&t, NULL, share_main, &half) != 0) {
+	    pthread_create(&t, NULL, share_main, &second) != 0) {
 		apply_share(all);
 		return;
 	}
-	struct share first = *all;
-	first.to = mid;
 	apply_share(&first);
 	pthread_join(t, NULL);
 }
 
+/*
+ * A batch in three rounds: a delete in the way of a write (a file that
+ * becomes a directory, or the other way round) first; then the writes,
+ * on two threads when there are many; then the deletes, on this thread:
+ * a delete removes the parents it emptied, which a write on another
+ * thread may be about to use.
+ */
 static void
 entry_apply(struct tend_sink *sink, struct tend_context *ctx,
     void *const *actions, size_t n, struct tend_apply_result *results)
 {
-	struct chain c = {0};
 	int root = -1;
 
 	(void)sink;
@@ -1268,45 +1282,29 @@ entry_apply(struct tend_sink *sink, struct tend_context *ctx,
 		return;
 	}
 	const char *staging = tend_context_get(ctx, "staging");
-	int stagefd = staging ? open(staging,
-				    O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-			      : -1;
+	struct share all = {
+		.root = root,
+		.stagefd = staging
+		    ? open(staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+		    : -1,
+		.sync = tend_context_get(ctx, "fsync") != NULL,
+		.actions = actions,
+		.results = results,
+		.early = swaps(actions, n),
+		.to = n,
+	};
 
-	bool sync = tend_context_get(ctx, "fsync") != NULL;
-	bool *early = swaps(actions, n);
-	size_t nwrites = 0;
-
-	/* a file that becomes a directory, or the other way round: the
-	 * delete in the way goes first (else the engine's order: the
-	 * writes, then the deletes) */
-	for (size_t i = 0; early && i < n; i++) {
-		int rc;
-
-		if (early[i] &&
-		    (rc = apply_entry(root, stagefd, actions[i], sync, &c)))
-			tend_apply_fail(&results[i], rc, "%s",
-			    tend_error_last());
+	if (all.early) {
+		all.round = ROUND_EARLY;
+		apply_share(&all);
 	}
-	chain_close(&c);
-	for (size_t i = 0; i < n; i++)
-		nwrites += !((struct entry_action *)actions[i])->del &&
-		    !(early && early[i]);
-	struct share all = {root, stagefd, sync, actions, results, early, 0,
-	    n};
-	apply_writes(&all, nwrites);
-	for (size_t i = 0; i < n; i++) {
-		struct entry_action *a = actions[i];
-		int rc;
-
-		if (a->del && !(early && early[i]) &&
-		    (rc = apply_entry(root, stagefd, a, sync, &c)))
-			tend_apply_fail(&results[i], rc, "%s",
-			    tend_error_last());
-	}
-	free(early);
-	chain_close(&c);
-	if (stagefd >= 0)
-		close(stagefd);
+	all.round = ROUND_WRITES;
+	apply_writes(&all);
+	all.round = ROUND_DELETES;
+	apply_share(&all);
+	free(all.early);
+	if (all.stagefd >= 0)
+		close(all.stagefd);
 	close(root);
 }
 

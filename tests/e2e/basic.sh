@@ -92,4 +92,17 @@ run check; expect_rc 0 "check after 600 files"; expect_in "$OUT" "no drift" "600
 rm -r src/many
 run sync --allow-delete; expect_rc 0 "delete of 600 files"
 expect_gone out/many
+
+# a file that becomes a directory and back: the delete in its way goes
+# first, in the same batch as the write
+mkdir -p src/sw && printf 'one\n' > src/sw/f
+run sync; expect_rc 0 "sync of sw/f"
+rm -r src/sw && printf 'two\n' > src/sw
+run sync; expect_rc 0 "a directory becomes a file"
+expect_file out/sw two
+rm src/sw && mkdir -p src/sw && printf 'three\n' > src/sw/g
+run sync; expect_rc 0 "a file becomes a directory"
+expect_file out/sw/g three
+expect_gone out/sw/f
+run check; expect_rc 0 "check after the swaps"; expect_in "$OUT" "no drift" "swaps: no drift"
 finish
