@@ -52,6 +52,7 @@ struct ls_ctx {
 	size_t n, cap;
 	const char *prefix; /* ls APP PATH-PREFIX: the rows kept */
 	unsigned in_the_way; /* check: drift a sync will not repair */
+	unsigned retried;    /* check: an interrupted apply a sync retries */
 };
 
 static void
@@ -77,6 +78,8 @@ on_state(const struct tend_state_info *si, void *arg)
 	if (si->drift && strncmp(si->drift, TEND_CHECK_IN_THE_WAY,
 	    strlen(TEND_CHECK_IN_THE_WAY)) == 0)
 		l->in_the_way++;
+	else if (si->drift && si->pending)
+		l->retried++; /* check's reason: the next sync retries it */
 	if (l->c->json) {
 		tend_buf_puts(&line, "{\"path\": ");
 		tend_buf_json(&line, path.ptr);
@@ -153,11 +156,53 @@ check_counts(struct cli *c, struct tend_ws *ws, const char *name,
 	return rc == TEND_ECONFLICT ? 1 : rc ? -1 : 0;
 }
 
+/*
+ * check's summary: which command mends what drifted. A state an
+ * interrupted apply left is retried by a plain sync; one in the way of
+ * something not tend's needs the user first; the rest sync --full
+ * rewrites.
+ */
+static void
+say_drift(unsigned drift, unsigned retried, unsigned way)
+{
+	unsigned full = drift - retried - way;
+	const char *sep = "";
+
+	printf("%u target state(s) drifted: ", drift);
+	if (way == drift) {
+		printf("something not tend's is in their way (above): move "
+		       "it, then tend sync\n");
+		return;
+	}
+	if (full == drift) {
+		printf("tend sync --full repairs them\n");
+		return;
+	}
+	if (retried == drift) {
+		printf("interrupted applies: the next tend sync retries "
+		       "them\n");
+		return;
+	}
+	if (full) {
+		printf("tend sync --full repairs %u", full);
+		sep = "; ";
+	}
+	if (retried) {
+		printf("%sthe next tend sync retries %u (interrupted)", sep,
+		    retried);
+		sep = "; ";
+	}
+	if (way)
+		printf("%sin the way of %u is something not tend's (above): "
+		       "move it, then tend sync", sep, way);
+	putchar('\n');
+}
+
 int
 cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 {
 	struct tend_buf out = TEND_BUF_INIT;
-	struct ls_ctx l = {c, NULL, 0, 0, NULL, 0};
+	struct ls_ctx l = {.c = c};
 	unsigned drift = 0, bad_counts = 0;
 	size_t shown = 0;
 	int rc;
@@ -242,18 +287,8 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		tend_buf_printf(&out, "%s]}\n", shown ? "\n" : "");
 		put_doc(&out);
 	} else if (check && !c->quiet) {
-		if (drift && l.in_the_way == drift)
-			printf("%u target state(s) drifted: something not "
-			       "tend's is in their way (above): move it, then "
-			       "tend sync\n", drift);
-		else if (drift && l.in_the_way)
-			printf("%u target state(s) drifted: tend sync --full "
-			       "repairs %u; in the way of %u is something not "
-			       "tend's (above): move it, then tend sync\n",
-			    drift, drift - l.in_the_way, l.in_the_way);
-		else if (drift)
-			printf("%u target state(s) drifted: tend sync --full "
-			       "repairs them\n", drift);
+		if (drift)
+			say_drift(drift, l.retried, l.in_the_way);
 		else if (!bad_counts)
 			printf("no drift\n");
 		if (bad_counts)

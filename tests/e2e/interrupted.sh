@@ -20,7 +20,10 @@ left=$(ls out/a | wc -l)
 run check; expect_rc 1 "check after the killed deletes"
 n=$(printf '%s\n' "$OUT" | grep -c '^drift ')
 [ "$n" = 81 ] || fail "check: $n drifted, want the 81 deletes not done ($OUT)"
-expect_in "$OUT" "81 target state(s) drifted" "check's count"
+expect_in "$OUT" "81 target state(s) drifted: interrupted applies: the next tend sync retries them" "check's count, and what mends them (it said sync --full)"
+echo changed > out/a/f2.txt
+run check; expect_in "$OUT" "82 target state(s) drifted: tend sync --full repairs 1; the next tend sync retries 81 (interrupted)" "check: one edited, 81 interrupted"
+echo "f 2" > out/a/f2.txt
 for f in $(printf '%s\n' "$OUT" | sed -n 's/^drift out\/\([^:]*\):.*/\1/p'); do
 	[ -e "out/$f" ] || fail "check calls the done delete of $f drift"
 done
