@@ -129,7 +129,7 @@ map_destroy(tend_handler *h)
 
 const tend_handler_ops map_ops = {
 	TEND_TARGET_ABI, "cxx/map", map_reconcile, nullptr, nullptr,
-	nullptr, nullptr, map_destroy,
+	nullptr, nullptr, map_destroy, 0,
 };
 
 /* the declaration function: every "k=v" of the vector */

@@ -524,6 +524,8 @@ fulfil(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 		cp->gen_id = p->item.gen_id;
 		cp->gen_schema = p->item.gen_schema;
 		cp->seen_pass = pass->id;
+		if (p->inval == TEND_INVALIDATE_DESTRUCTIVE)
+			cp->wiped_pass = pass->id;
 		if (!p->child)
 			continue; /* failed before the commit: no_child() */
 		tend_provider_resolve(cp, p->child);
@@ -767,6 +769,178 @@ schedule_gc(struct tend_engine *eng, struct pass *pass, struct tend_comp *c)
 	}
 }
 
+struct suspect {
+	struct tend_event ev; /* its strings are the fields below */
+	char *app, *component, *provider, *key, *error;
+	const struct tend_provider *prov;
+	uint8_t *raw; /* a string key's bytes, or NULL */
+	size_t rawlen;
+};
+
+struct gone_key {
+	const struct tend_provider *prov;
+	uint8_t *raw;
+	size_t rawlen;
+};
+
+/* preview: note the string key a delete of this pass removes */
+static void
+note_gone(struct pass *pass, const struct plan *p)
+{
+	if (!p->prov || p->key.kind != TEND_KEY_STR)
+		return;
+	if (pass->ngone_keys == pass->cgone_keys) {
+		pass->cgone_keys = pass->cgone_keys ? 2 * pass->cgone_keys : 16;
+		pass->gone_keys = tend_xrealloc(pass->gone_keys,
+		    pass->cgone_keys * sizeof *pass->gone_keys);
+	}
+	struct gone_key *g = &pass->gone_keys[pass->ngone_keys++];
+	g->prov = p->prov;
+	g->rawlen = p->key.u.s.len;
+	g->raw = tend_xmalloc(g->rawlen + 1);
+	memcpy(g->raw, p->key.u.s.ptr, g->rawlen);
+}
+
+static char *
+dup_or_null(const char *s)
+{
+	return s ? tend_xstrdup(s) : NULL;
+}
+
+/* preview: keep what the action's event needs until the pass's end */
+static void
+add_suspect(struct tend_engine *eng, struct pass *pass, struct tend_comp *c,
+    struct plan *p, char *why)
+{
+	struct tend_buf key = TEND_BUF_INIT;
+
+	(void)eng;
+	if (pass->nsuspects == pass->csuspects) {
+		pass->csuspects = pass->csuspects ? 2 * pass->csuspects : 8;
+		pass->suspects = tend_xrealloc(pass->suspects,
+		    pass->csuspects * sizeof *pass->suspects);
+	}
+	struct suspect *x = &pass->suspects[pass->nsuspects++];
+	memset(x, 0, sizeof *x);
+	tend_key_format(&key, &p->key);
+	x->app = dup_or_null(c->app);
+	x->component = dup_or_null(c->display);
+	x->provider = tend_xstrdup(p->prov ? p->prov->name : "");
+	x->key = tend_buf_detach(&key, NULL);
+	x->error = why;
+	x->prov = p->prov;
+	if (p->key.kind == TEND_KEY_STR) {
+		x->rawlen = p->key.u.s.len;
+		x->raw = tend_xmalloc(x->rawlen + 1);
+		memcpy(x->raw, p->key.u.s.ptr, x->rawlen);
+	}
+	x->ev = (struct tend_event){
+		.pass = pass->id,
+		.app = x->app,
+		.component = x->component,
+		.provider = x->provider,
+		.key = x->key,
+		.op = p->op,
+		.invalidation = (int)p->inval,
+		.record_changed = p->record_changed,
+		.nprev = p->nprev,
+		.prev_may_be_missing = p->missing,
+		.preview = true,
+	};
+}
+
+/* Does the pass delete a key of x's provider under x's key? */
+static bool
+emptied(const struct pass *pass, const struct suspect *x)
+{
+	for (size_t i = 0; x->raw && i < pass->ngone_keys; i++) {
+		const struct gone_key *g = &pass->gone_keys[i];
+
+		if (g->prov == x->prov && g->rawlen > x->rawlen &&
+		    memcmp(g->raw, x->raw, x->rawlen) == 0 &&
+		    g->raw[x->rawlen] == '/')
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The end of a preview: each suspect is shown as planned if the pass
+ * deletes something under its key (the directory there is tend's, and
+ * the sink removes what it deletes before it writes), else as the
+ * failure the sync would meet. Then the notes go.
+ */
+void
+settle_suspects(struct tend_engine *eng, struct pass *pass)
+{
+	for (size_t i = 0; i < pass->nsuspects; i++) {
+		struct suspect *x = &pass->suspects[i];
+
+		if (emptied(pass, x)) {
+			pass->stats.planned++;
+			x->ev.kind = TEND_EV_ACTION_PLANNED;
+		} else {
+			pass->stats.failed++;
+			pass->status = TEND_ERROR;
+			x->ev.kind = TEND_EV_ACTION_FAILED;
+			x->ev.status = TEND_ECONFLICT;
+			x->ev.error = x->error;
+		}
+		if (wants(eng, x->ev.kind))
+			emit(eng, &x->ev);
+		free(x->app);
+		free(x->component);
+		free(x->provider);
+		free(x->key);
+		free(x->error);
+		free(x->raw);
+	}
+	free(pass->suspects);
+	pass->suspects = NULL;
+	pass->nsuspects = pass->csuspects = 0;
+	for (size_t i = 0; i < pass->ngone_keys; i++)
+		free(pass->gone_keys[i].raw);
+	free(pass->gone_keys);
+	pass->gone_keys = NULL;
+	pass->ngone_keys = pass->cgone_keys = 0;
+}
+
+/*
+ * A preview of the first write of a target state (no write of it ever
+ * confirmed) asks its handler's check what is at the key: something
+ * that holds none of its records is not tend's, and the sink leaves it
+ * and fails the action. A plan that said "create" there would promise
+ * what the sync does not do. Most keys hold nothing: one check each.
+ * What is found is a suspect until the pass's end (settle_suspects).
+ */
+static bool
+preview_in_the_way(struct tend_engine *eng, struct pass *pass,
+    struct tend_comp *c, struct plan *p)
+{
+	struct tend_handler *h = p->prov ? p->prov->handler : NULL;
+	struct tend_buf why = TEND_BUF_INIT;
+	struct tend_bytes *recs;
+	size_t n = 0;
+
+	/* (a container rebuilt empty in this pass holds nothing of the
+	 * user's when its children are written) */
+	if (!p->never || p->is_delete || p->item.container || !h ||
+	    p->prov->wiped_pass == pass->id)
+		return false;
+	recs = tend_xcalloc(p->item.nstates + 1, sizeof *recs);
+	/* the new record first: usually it alone is asked about */
+	for (size_t i = p->item.nstates; i-- > 0;)
+		if (!p->item.states[i].deleted)
+			recs[n++] = (struct tend_bytes){p->item.states[i].rec,
+			    p->item.states[i].len};
+	bool way = tend_foreign_at(eng, h, &p->key, recs, n, &why);
+	free(recs);
+	if (way)
+		add_suspect(eng, pass, c, p, tend_buf_detach(&why, NULL));
+	tend_buf_release(&why);
+	return way;
+}
+
 static int
 process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 {
@@ -790,9 +964,16 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 
 			if (p->kind != PLAN_ACTION)
 				continue;
-			pass->stats.planned++;
-			if (wants(eng, TEND_EV_ACTION_PLANNED))
-				plan_event(eng, c, p, TEND_EV_ACTION_PLANNED);
+			if (pass->preview && p->is_delete)
+				note_gone(pass, p);
+			/* (a suspect's event waits for the pass's end) */
+			if (!pass->preview ||
+			    !preview_in_the_way(eng, pass, c, p)) {
+				pass->stats.planned++;
+				if (wants(eng, TEND_EV_ACTION_PLANNED))
+					plan_event(eng, c, p,
+					    TEND_EV_ACTION_PLANNED);
+			}
 			if (!pass->preview)
 				continue;
 			/* preview: pretend it applied; look inside new

@@ -29,6 +29,12 @@ struct walk {
 	size_t nopen;
 };
 
+static bool
+starts(const char *s, const char *prefix)
+{
+	return s && strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
 /* The app a component belongs to is the first key of its path. */
 static bool
 comp_in_app(const struct tend_bytes *hdr, const char *app, struct tend_arena *a)
@@ -220,11 +226,40 @@ visit(struct tend_engine *eng, struct tend_txn *txn, const char *app,
 						strlen(TEND_CHECK_ABSENT)) == 0;
 					tend_error_clear();
 				}
+				/* what is at the key of a state never written
+				 * (its first apply failed) and holds none of
+				 * its records is not tend's: the sync leaves
+				 * it, so it is in the way, not retried */
+				bool way = starts(si.drift,
+				    TEND_CHECK_IN_THE_WAY);
+				if (si.drift && !way && item.nstates &&
+				    item.states[0].deleted &&
+				    item.states[0].version == 0 &&
+				    !starts(si.drift, TEND_CHECK_ABSENT) &&
+				    tend_key_decode(&key, item.key, item.keylen,
+					NULL, &w.arena) == 0) {
+					struct tend_bytes *recs = tend_arena_alloc(
+					    &w.arena, item.nstates * sizeof *recs);
+					size_t n = 0;
+
+					for (size_t i = 0; i < item.nstates; i++)
+						if (!item.states[i].deleted)
+							recs[n++] = (struct tend_bytes){
+							    item.states[i].rec,
+							    item.states[i].len};
+					struct tend_buf own = TEND_BUF_INIT;
+
+					if (tend_foreign_at(eng, h, &key, recs, n,
+						&own)) {
+						si.drift = tend_arena_memdup(
+						    &w.arena, own.ptr,
+						    own.len + 1);
+						way = true;
+					}
+					tend_buf_release(&own);
+				}
 				/* (a pending delete not known done, nor what
 				 * no check was asked about) */
-				bool way = si.drift && strncmp(si.drift,
-				    TEND_CHECK_IN_THE_WAY,
-				    strlen(TEND_CHECK_IN_THE_WAY)) == 0;
 				if (si.pending && (si.drift || !asked) && !way)
 					si.drift = "a failed or interrupted "
 						   "apply: the next sync "
@@ -249,6 +284,34 @@ visit(struct tend_engine *eng, struct tend_txn *txn, const char *app,
 	if (!txn)
 		tend_store_read_end(w.txn);
 	return more < 0 ? more : 0;
+}
+
+bool
+tend_foreign_at(struct tend_engine *eng, struct tend_handler *h,
+    const struct tend_key *key, const struct tend_bytes *recs, size_t n,
+    struct tend_buf *why)
+{
+	struct tend_buf r = TEND_BUF_INIT;
+	bool foreign = n > 0 && h && h->ops->check && h->ops->abi >= 2 &&
+	    (h->ops->flags & TEND_HANDLER_KEEPS_FOREIGN);
+
+	for (size_t i = 0; foreign && i < n; i++) {
+		tend_buf_reset(&r);
+		int rc = h->ops->check(h, &eng->ctx, key, &recs[i], &r);
+
+		/* an error says nothing of what is there: not foreign */
+		foreign = rc == TEND_ECONFLICT && r.ptr &&
+		    !starts(r.ptr, TEND_CHECK_ABSENT);
+		tend_error_clear();
+	}
+	if (foreign && starts(r.ptr, TEND_CHECK_IN_THE_WAY))
+		tend_buf_puts(why, r.ptr);
+	else if (foreign)
+		tend_buf_printf(why, TEND_CHECK_IN_THE_WAY ": something tend "
+		    "did not write is there (%s): tend does not replace what "
+		    "it did not write (move it away, then tend sync)", r.ptr);
+	tend_buf_release(&r);
+	return foreign;
 }
 
 int

@@ -54,6 +54,18 @@ int tend_engine_counts(struct tend_engine *eng, struct tend_txn *txn,
 int tend_engine_counts_check(struct tend_engine *eng, const char *app,
     struct tend_buf *why);
 
+/*
+ * Is what the target holds at `key` something tend did not write? Asked
+ * about a target state no write of which was ever confirmed: it is,
+ * unless h's check finds nothing there or one of the n `recs` (the
+ * records that state's applies may have written). `why` then says so,
+ * beginning with TEND_CHECK_IN_THE_WAY. false unless h's sink keeps
+ * such things (TEND_HANDLER_KEEPS_FOREIGN) and h has a check.
+ */
+bool tend_foreign_at(struct tend_engine *eng, struct tend_handler *h,
+    const struct tend_key *key, const struct tend_bytes *recs, size_t n,
+    struct tend_buf *why);
+
 /* A container's per-pass refresh of the same record: not an action a
  * user would want shown. */
 bool tend_event_is_refresh(const struct tend_event *ev);

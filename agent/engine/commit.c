@@ -695,7 +695,7 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 	uint64_t pid, pschema;
 	struct plan tmp;
 	size_t nprev;
-	bool missing;
+	bool missing, never;
 	int rc;
 
 	memset(&tmp, 0, sizeof tmp);
@@ -772,10 +772,10 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 		tmp.new_item = !it;
 	}
 	const struct tend_bytes *prev =
-	    tend_prev_of(c, it, &nprev, &missing, pschema, prov->root);
+	    tend_prev_of(c, it, &nprev, &missing, &never, pschema, prov->root);
 
 	rc = tend_call_reconcile(c, prov->handler, &d->key, d->value, d->vlen,
-	    prev, nprev, missing, &out);
+	    prev, nprev, missing, never, &out);
 	if (rc)
 		return rc;
 	if (out.action) {
@@ -787,8 +787,8 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 		 * new item's "may be missing" marker, version 0, and was
 		 * never settled) is still being created: said so, not
 		 * "updated" (its target was never known to hold it) */
-		if (p->op == TEND_OP_UPDATE && it && it->nstates &&
-		    it->states[0].deleted && it->states[0].version == 0)
+		p->never = never;
+		if (p->op == TEND_OP_UPDATE && never)
 			p->op = TEND_OP_CREATE;
 		if (it) {
 			p->item = *it;
@@ -865,7 +865,7 @@ phase2(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *tsid,
 	uint64_t pid, pschema;
 	struct tend_key key;
 	size_t nprev;
-	bool missing;
+	bool missing, never;
 	int rc;
 
 	if (!prov || !prov->handler) {
@@ -912,9 +912,9 @@ phase2(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *tsid,
 		 &c->arena)) != 0)
 		return rc;
 	const struct tend_bytes *prev =
-	    tend_prev_of(c, it, &nprev, &missing, pschema, prov->root);
+	    tend_prev_of(c, it, &nprev, &missing, &never, pschema, prov->root);
 	rc = tend_call_reconcile(c, prov->handler, &key, NULL, 0, prev, nprev,
-	    missing, &out);
+	    missing, never, &out);
 	if (rc)
 		return rc;
 	if (!out.action)

@@ -37,7 +37,7 @@
 void
 tend_handler_init(struct tend_handler *h, const struct tend_handler_ops *ops)
 {
-	assert(ops->abi == TEND_TARGET_ABI);
+	assert(ops->abi == 1 || ops->abi == TEND_TARGET_ABI);
 	assert(ops->reconcile && ops->destroy);
 	h->ops = ops;
 }
@@ -1153,6 +1153,7 @@ pass_end(struct tend_engine *eng, struct pass *pass, int rc,
 	free(pass->refs);
 	free_kept(pass);
 	if (pass->preview) {
+		settle_suspects(eng, pass);
 		undo_preview(eng, pass);
 		tend_store_hold_abort(eng->st);
 	}

@@ -76,6 +76,9 @@ struct tend_provider {
 	uint64_t seen_pass;	     /* last pass that applied its container */
 	uint64_t undo_pass;	     /* preview: saved in this pass */
 	bool preview_new;	     /* preview: created in the preview */
+	/* the pass whose action on its container was destructive: that
+	 * pass's sink empties it before its children are written */
+	uint64_t wiped_pass;
 };
 
 struct registry {
@@ -171,6 +174,7 @@ struct plan {
 	enum tend_invalidation inval;
 	unsigned nprev;
 	bool missing;
+	bool never; /* no write of it was ever confirmed */
 	bool record_changed;
 	/* re-applies the single settled record: nothing to persist, before
 	 * or after (a container's per-pass refresh) */
@@ -316,6 +320,14 @@ struct pass {
 	size_t nbatch;
 	struct planref *refs; /* open addressing, size a power of two */
 	size_t nrefs, crefs;
+	/* preview: first writes whose check found something else at the
+	 * key, decided at the pass's end (settle_suspects), and the keys
+	 * the pass deletes: a delete under the key (a directory of tend's
+	 * that becomes a file) empties it before the write */
+	struct suspect *suspects;
+	size_t nsuspects, csuspects;
+	struct gone_key *gone_keys;
+	size_t ngone_keys, cgone_keys;
 };
 
 /* Is provider p visible to this pass (R3, made explicit)? */
@@ -427,5 +439,6 @@ TEND_HIDDEN struct tend_comp *delete_comp(struct tend_engine *eng,
 TEND_HIDDEN int flush(struct tend_engine *eng, struct pass *pass);
 TEND_HIDDEN void free_kept(struct pass *pass);
 TEND_HIDDEN int retry_deferred(struct tend_engine *eng, struct pass *pass);
+TEND_HIDDEN void settle_suspects(struct tend_engine *eng, struct pass *pass);
 
 #endif

@@ -20,14 +20,18 @@
 
 #include "tend/status.h"
 
-/* prev = the non-deleted records in stored order; missing per R8. */
+/* prev = the non-deleted records in stored order; missing per R8;
+ * never: no write of it was ever confirmed (a new item, or one that
+ * still leads with the new item's marker: (0, Deleted)) */
 struct tend_bytes *
 tend_prev_of(struct tend_comp *c, const struct item *it, size_t *nprev,
-    bool *missing, uint64_t pschema, bool root)
+    bool *missing, bool *never, uint64_t pschema, bool root)
 {
 	struct tend_bytes *prev;
 
 	*nprev = 0;
+	*never = !it || (it->nstates && it->states[0].deleted &&
+				it->states[0].version == 0);
 	if (!it) {
 		*missing = true;
 		return NULL;
@@ -49,7 +53,7 @@ tend_prev_of(struct tend_comp *c, const struct item *it, size_t *nprev,
 int
 tend_call_reconcile(struct tend_comp *c, struct tend_handler *h,
     const struct tend_key *key, const void *desired, size_t dlen,
-    const struct tend_bytes *prev, size_t nprev, bool missing,
+    const struct tend_bytes *prev, size_t nprev, bool missing, bool never,
     struct tend_reconcile_out *out)
 {
 	struct tend_reconcile_in in = {
@@ -60,6 +64,7 @@ tend_call_reconcile(struct tend_comp *c, struct tend_handler *h,
 		.nprev = nprev,
 		.prev_may_be_missing = missing,
 		.arena = &c->arena,
+		.prev_never_applied = never,
 	};
 
 	memset(out, 0, sizeof *out);

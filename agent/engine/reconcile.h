@@ -29,16 +29,17 @@
 #include "engine_int.h"
 
 /* The previous possible records of `it` (its non-deleted candidates in
- * stored order, in c's arena) and whether the target may be missing from
- * them (R8). `it` NULL: none, missing. */
+ * stored order, in c's arena), whether the target may be missing from
+ * them (R8) and whether no write of it was ever confirmed. `it` NULL:
+ * none, missing, never. */
 TEND_HIDDEN struct tend_bytes *tend_prev_of(struct tend_comp *c,
-    const struct item *it, size_t *nprev, bool *missing, uint64_t pschema,
-    bool root);
+    const struct item *it, size_t *nprev, bool *missing, bool *never,
+    uint64_t pschema, bool root);
 /* The handler's reconcile; an action must come with its sink. */
 TEND_HIDDEN int tend_call_reconcile(struct tend_comp *c,
     struct tend_handler *h, const struct tend_key *key, const void *desired,
     size_t dlen, const struct tend_bytes *prev, size_t nprev, bool missing,
-    struct tend_reconcile_out *out);
+    bool never, struct tend_reconcile_out *out);
 /* dst's candidate records: src's, then out's record at version c->curr. */
 TEND_HIDDEN void tend_append_state(struct tend_comp *c, struct item *dst,
     const struct item *src, const struct tend_reconcile_out *out,

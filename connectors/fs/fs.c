@@ -28,7 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#ifdef SYS_openat2
+#include <linux/openat2.h>
+#endif
 
 #include "tend/arena.h"
 #include "tend/failpoint.h"
@@ -47,6 +51,8 @@
  * tool's): never removed to make room (check and sync say so) */
 #define WAY_FIX "tend does not remove what it did not write (move it away, " \
 	"then tend sync)"
+#define WAY_FIX_FILE "tend does not replace what it did not write " \
+	"(move it away, then tend sync)"
 #define IN_THE_WAY TEND_CHECK_IN_THE_WAY ": a directory is there now: " WAY_FIX
 
 /* ---- encodings ---- */
@@ -421,7 +427,11 @@ struct entry_action {
 	char *name;
 	bool del;
 	bool prune_parents; /* remove emptied parents (not for root files) */
-	bool fresh; /* no record: nothing of tend's at the name */
+	/* no write of it was ever confirmed: what is at the name is not
+	 * tend's unless it holds the desired record or one of `prev` */
+	bool fresh;
+	const uint8_t *prev; /* fresh: nprev records of REC_LEN */
+	size_t nprev;
 	struct tend_entry_spec spec;
 };
 
@@ -502,7 +512,16 @@ entry_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 	make_record(rec, &a->spec.fp, a->spec.mode);
 	if (tend_reconcile_settled(in, rec, REC_LEN))
 		return 0;
-	a->fresh = in->nprev == 0;
+	a->fresh = in->nprev == 0 || in->prev_never_applied;
+	if (a->fresh && in->nprev) {
+		uint8_t *p = tend_arena_alloc(in->arena, in->nprev * REC_LEN);
+
+		for (size_t i = 0; i < in->nprev; i++)
+			if (in->prev[i].len == REC_LEN)
+				memcpy(p + REC_LEN * a->nprev++,
+				    in->prev[i].data, REC_LEN);
+		a->prev = p;
+	}
 	out->action = a;
 	out->sink = &entry_sink;
 	out->record.data = tend_arena_memdup(in->arena, rec, REC_LEN);
@@ -530,6 +549,37 @@ hash_fd(int fd, struct tend_fp *out, uint64_t *size)
 	return 0;
 }
 
+/*
+ * Is there surely nothing at WS/DIR/NAME? One openat2 that crosses no
+ * symlink: ENOENT then means absent. false when unsure (no openat2, a
+ * symlink on the way, any other error): the careful walk decides. Most
+ * keys a plan asks about (a first sync) are absent: this is their one
+ * syscall, where the walk opens the workspace and each directory.
+ */
+static bool
+surely_absent(const char *ws, const char *dir, const char *name)
+{
+#ifdef SYS_openat2
+	struct open_how how = {
+		.flags = O_PATH | O_CLOEXEC,
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	struct tend_buf path = TEND_BUF_INIT;
+	long fd;
+
+	tend_buf_printf(&path, "%s/%s%s%s", ws, dir, dir[0] ? "/" : "", name);
+	fd = syscall(SYS_openat2, AT_FDCWD, path.ptr, &how, sizeof how);
+	int e = errno;
+	tend_buf_release(&path);
+	if (fd >= 0)
+		close((int)fd);
+	return fd < 0 && e == ENOENT;
+#else
+	(void)ws, (void)dir, (void)name;
+	return false;
+#endif
+}
+
 static int
 entry_check(struct tend_handler *base, struct tend_context *ctx,
     const struct tend_key *key, const struct tend_bytes *record,
@@ -546,6 +596,11 @@ entry_check(struct tend_handler *base, struct tend_context *ctx,
 		return tend_error_set(TEND_EINVALID, "fs: bad record");
 	memcpy(name, key->u.s.ptr, key->u.s.len);
 	name[key->u.s.len] = '\0';
+	const char *ws = tend_context_get(ctx, "workspace");
+	if (ws && surely_absent(ws, dir, name)) {
+		tend_buf_puts(why, TEND_CHECK_ABSENT);
+		return TEND_ECONFLICT;
+	}
 	if ((rc = open_root(ctx, &root)))
 		return rc;
 	char *slash = strrchr(name, '/');
@@ -660,6 +715,7 @@ static const struct tend_handler_ops entry_ops = {
 	.attachments = entry_attachments,
 	.check = entry_check,
 	.destroy = fs_destroy,
+	.flags = TEND_HANDLER_KEEPS_FOREIGN,
 };
 
 static const struct tend_handler_ops manifest_ops = {
@@ -668,6 +724,7 @@ static const struct tend_handler_ops manifest_ops = {
 	.reconcile = entry_reconcile,
 	.check = entry_check,
 	.destroy = fs_destroy,
+	.flags = TEND_HANDLER_KEEPS_FOREIGN,
 };
 
 static int
@@ -758,6 +815,7 @@ static const struct tend_handler_ops file_ops = {
 	.reconcile = entry_reconcile,
 	.check = entry_check,
 	.destroy = fs_destroy,
+	.flags = TEND_HANDLER_KEEPS_FOREIGN,
 };
 
 /* ---- sinks ---- */
@@ -892,19 +950,95 @@ link_anon(int fd, int dirfd, const char *name)
 	return linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW);
 }
 
-/* A symlink entry: made under a temporary name in the directory, then
- * renamed over the entry (never through a link: renameat replaces it). */
+/* Is (fp, a symlink or not) the desired record of `a` or one of the
+ * records an unconfirmed apply of it may have written? */
+static bool
+holds_record(const struct entry_action *a, const struct tend_fp *fp,
+    bool link)
+{
+	if (memcmp(fp->b, a->spec.fp.b, 16) == 0 &&
+	    link == S_ISLNK(a->spec.mode))
+		return true;
+	for (size_t i = 0; i < a->nprev; i++) {
+		const uint8_t *r = a->prev + REC_LEN * i;
+		unsigned mode = (unsigned)r[17] | (unsigned)r[18] << 8;
+
+		if (memcmp(fp->b, r + 1, 16) == 0 && link == S_ISLNK(mode))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A fresh entry's name is taken: may the write replace what is there?
+ * Only what is tend's: a file or link that holds the declared content
+ * (tend adopts it: the store was lost, or the user made the same file)
+ * or what an earlier apply cut short wrote. Never a directory, nor, in
+ * an exclusive container, a file the user put at a declared name (tend
+ * check and plan say the same: see tend_foreign_at).
+ */
+static int
+may_replace(int dirfd, const char *leaf, const struct entry_action *a)
+{
+	struct stat st;
+	struct tend_fp fp;
+	bool link = false, known = false;
+
+	if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return errno == ENOENT ? 0
+				       : tend_error_set(TEND_ERROR, "stat %s: %s",
+					     leaf, strerror(errno));
+	if (S_ISDIR(st.st_mode))
+		return tend_error_set(TEND_ERROR,
+		    "a directory is in the way: " WAY_FIX);
+	if (S_ISREG(st.st_mode)) {
+		int fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		uint64_t size;
+
+		known = fd >= 0 && hash_fd(fd, &fp, &size) == 0;
+		if (fd >= 0)
+			close(fd);
+	} else if (S_ISLNK(st.st_mode)) {
+		char text[PATH_MAX];
+		ssize_t len = readlinkat(dirfd, leaf, text, sizeof text - 1);
+
+		if ((known = len >= 0)) {
+			text[len] = '\0';
+			fp = tend_fs_link_fp(text);
+			link = true;
+		}
+	}
+	if (known && holds_record(a, &fp, link))
+		return 0;
+	return tend_error_set(TEND_ERROR, "a %s tend did not write is in the "
+	    "way: " WAY_FIX_FILE, S_ISREG(st.st_mode) ? "file"
+	    : S_ISLNK(st.st_mode) ? "symlink" : "special file");
+}
+
+/* A symlink entry: a fresh one is made at its name (EEXIST when
+ * something has it); otherwise it is made under a temporary name in the
+ * directory, then renamed over the entry (never through a link:
+ * renameat replaces it). */
 static int
 put_link(int dirfd, const char *leaf, const struct entry_action *a, bool sync)
 {
 	char tmp[64];
 	int rc = 0;
 
-	for (int tries = 0;; tries++) {
-		tmp_name(tmp, sizeof tmp);
-		if (INJECTED("write", a->name))
+	if (INJECTED("write", a->name))
+		return tend_error_set(TEND_ERROR, "symlink: %s",
+		    strerror(errno));
+	if (a->fresh) {
+		if (symlinkat(a->spec.src, dirfd, leaf) == 0)
+			goto placed;
+		if (errno != EEXIST)
 			return tend_error_set(TEND_ERROR, "symlink: %s",
 			    strerror(errno));
+		if ((rc = may_replace(dirfd, leaf, a)))
+			return rc;
+	}
+	for (int tries = 0;; tries++) {
+		tmp_name(tmp, sizeof tmp);
 		if (symlinkat(a->spec.src, dirfd, tmp) == 0)
 			break;
 		if (errno != EEXIST || tries == 100)
@@ -917,27 +1051,31 @@ put_link(int dirfd, const char *leaf, const struct entry_action *a, bool sync)
 			  WAY_FIX)
 		    : tend_error_set(TEND_ERROR, "rename to %s: %s", leaf,
 			  strerror(errno));
-	else if (sync && (INJECTED("fsync", a->name) || fsync(dirfd) != 0))
+	if (rc) {
+		unlinkat(dirfd, tmp, 0);
+		return rc;
+	}
+placed:
+	if (sync && (INJECTED("fsync", a->name) || fsync(dirfd) != 0))
 		return tend_error_set(TEND_ERROR, "fsync directory: %s",
 		    strerror(errno));
-	if (rc)
-		unlinkat(dirfd, tmp, 0);
-	return rc;
+	return 0;
 }
 
 /*
  * Write the entry atomically: a target never shows a temporary name or
  * a part of the content.
  *
- * A new entry (`fresh`: no record, so nothing of tend's is at the name)
+ * A new entry (`fresh`: no write of it confirmed, see may_replace)
  * is an anonymous O_TMPFILE inode in its own directory, linked under its
  * name once written: a kill mid-copy leaves nothing (the kernel frees
  * the inode), and the inode is allocated beside its directory's (the
  * filesystem places an inode near its parent's: made in one staging
  * directory, a cold pass of 100k files packed them all into the staging
  * directory's group, where ext4 searched past every recently freed one).
- * When the name is taken after all (a file the user put there), the
- * inode goes the way of an update.
+ * When the name is taken, the inode goes the way of an update if what
+ * is there is tend's (may_replace); else the entry fails and the user's
+ * file stays.
  *
  * An update goes into a temporary file that is renamed over the entry.
  * The temporary file is made in the staging directory (the "staging"
@@ -989,9 +1127,13 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 		else if (errno != EEXIST && stagefd >= 0) {
 			/* no /proc to link through: a named file */
 			close(fd);
+			if ((rc = may_replace(dirfd, leaf, a)))
+				return rc;
 			return put_entry(dirfd, stagefd, leaf, a, sync, false);
-		}
-	}
+		} else if (errno == EEXIST)
+			rc = may_replace(dirfd, leaf, a);
+	} else if (rc == 0 && fresh)
+		rc = may_replace(dirfd, leaf, a); /* a named file: no link */
 	for (int tries = 0; rc == 0 && anon && !placed && tries < 100;
 	     tries++) {
 		tmp_name(tmp, sizeof tmp);

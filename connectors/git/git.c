@@ -182,6 +182,11 @@ struct git_action {
 	struct tend_entry_spec e;
 	unsigned gitmode;
 	bool wipe; /* A_OPEN after a destructive change */
+	/* A_PUT: no write of it was ever confirmed: an entry at its path
+	 * is tend's only if it holds this record or one of `prev` */
+	bool fresh;
+	const uint8_t *prev; /* nprev records of REC_LEN */
+	size_t nprev;
 	struct spec spec;
 };
 
@@ -507,6 +512,17 @@ entries_reconcile(struct tend_handler *base,
 	}
 	if (tend_reconcile_settled(in, rec, REC_LEN))
 		return 0;
+	if (a->kind == A_PUT && in->prev_never_applied) {
+		uint8_t *p = tend_arena_alloc(in->arena,
+		    (in->nprev + 1) * REC_LEN);
+
+		a->fresh = true;
+		for (size_t i = 0; i < in->nprev; i++)
+			if (in->prev[i].len == REC_LEN)
+				memcpy(p + REC_LEN * a->nprev++,
+				    in->prev[i].data, REC_LEN);
+		a->prev = p;
+	}
 	out->action = a;
 	out->sink = &git_sink;
 	out->record.data = tend_arena_memdup(in->arena, rec, REC_LEN);
@@ -1768,6 +1784,123 @@ locks_note(git_repository *repo, const char *ref, const git_oid *oid)
 	tend_buf_release(&b);
 }
 
+/*
+ * The first write of an entry (a->fresh) finds `e` at its path in the
+ * ref: tend replaces it only if it is tend's, an entry holding the new
+ * blob `id` or the content of one of the records an earlier apply cut
+ * short may have written. A tree (a directory of the ref) or somebody
+ * else's blob stays, and the action fails (the others still commit).
+ */
+struct going {
+	const char *top; /* the tree's path */
+	char *const *dels; /* sorted: the group's deleted paths */
+	size_t ndels;
+	bool kept;	/* an entry under it that no delete removes */
+};
+
+static int
+cmp_str(const void *x, const void *y)
+{
+	return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+static int
+going_cb(const char *root, const git_tree_entry *e, void *arg)
+{
+	struct going *g = arg;
+	struct tend_buf p = TEND_BUF_INIT;
+
+	if (git_tree_entry_type(e) == GIT_OBJECT_TREE)
+		return 0;
+	tend_buf_printf(&p, "%s/%s%s", g->top, root, git_tree_entry_name(e));
+	const char *key = p.ptr;
+	g->kept = !bsearch(&key, g->dels, g->ndels, sizeof *g->dels, cmp_str);
+	tend_buf_release(&p);
+	return g->kept ? -1 : 0;
+}
+
+/* Does the tree `e` at `top` keep an entry once the group's deletes
+ * (sorted full paths) are done? A file of tend's that became a directory
+ * and back is a tree of tend's entries only, all going in this commit. */
+static bool
+tree_kept(git_repository *repo, const git_tree_entry *e, const char *top,
+    char *const *dels, size_t ndels)
+{
+	struct going g = {top, dels, ndels, false};
+	git_tree *t = NULL;
+
+	if (ndels == 0 || git_tree_lookup(&t, repo, git_tree_entry_id(e)))
+		g.kept = true;
+	else if (git_tree_walk(t, GIT_TREEWALK_PRE, going_cb, &g) < 0 &&
+	    !g.kept)
+		g.kept = true; /* the walk failed: keep it */
+	git_tree_free(t);
+	git_error_clear();
+	return g.kept;
+}
+
+static bool
+entry_in_the_way(git_repository *repo, const struct git_action *a,
+    const git_tree_entry *e, const git_oid *id, char *const *dels,
+    size_t ndels, const char *path)
+{
+	git_blob *b = NULL;
+	bool way = true;
+
+	if (git_tree_entry_type(e) == GIT_OBJECT_TREE)
+		return tree_kept(repo, e, path, dels, ndels);
+	if (git_tree_entry_type(e) != GIT_OBJECT_BLOB)
+		return true;
+	if (git_oid_equal(git_tree_entry_id(e), id))
+		return false;
+	if (a->nprev == 0 || git_blob_lookup(&b, repo, git_tree_entry_id(e))) {
+		git_error_clear();
+		return true;
+	}
+	bool link = git_tree_entry_filemode(e) == GIT_FILEMODE_LINK;
+	struct tend_fp fp;
+	if (link) {
+		char *text = strndup(git_blob_rawcontent(b),
+		    (size_t)git_blob_rawsize(b));
+		fp = tend_fs_link_fp(text ? text : "");
+		free(text);
+	} else {
+		struct tend_hasher hs;
+
+		tend_hasher_init(&hs);
+		tend_hasher_begin_stream(&hs);
+		tend_hasher_raw(&hs, git_blob_rawcontent(b),
+		    (size_t)git_blob_rawsize(b));
+		fp = tend_hasher_final(&hs);
+	}
+	for (size_t i = 0; way && i < a->nprev; i++) {
+		const uint8_t *r = a->prev + REC_LEN * i;
+		unsigned mode = (unsigned)r[17] | (unsigned)r[18] << 8 |
+		    (unsigned)r[19] << 16;
+
+		way = memcmp(r + 1, fp.b, 16) != 0 ||
+		    (mode == GIT_FILEMODE_LINK) != link;
+	}
+	git_blob_free(b);
+	return way;
+}
+
+/* The tree of `ref`'s tip, or NULL (no such ref yet) */
+static git_tree *
+tip_tree(git_repository *repo, const char *ref)
+{
+	git_oid tip;
+	git_commit *c = NULL;
+	git_tree *t = NULL;
+
+	if (git_reference_name_to_id(&tip, repo, ref) == 0 &&
+	    git_commit_lookup(&c, repo, &tip) == 0)
+		(void)git_commit_tree(&t, c);
+	git_commit_free(c);
+	git_error_clear();
+	return t;
+}
+
 static void
 apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
     size_t *idx, struct tend_apply_result *results)
@@ -1883,6 +2016,23 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	size_t nput = 0;
 	bool put_spec = false;
 	struct tend_buf written = TEND_BUF_INIT; /* blobids.h pairs */
+	git_tree *tip = NULL; /* for first writes: what is there now */
+	for (size_t i = 0; i < n && rc == 0 && !tip; i++)
+		if (acts[i]->kind == A_PUT && acts[i]->fresh &&
+		    !(tip = tip_tree(repo, acts[i]->ref)))
+			break; /* no ref yet: nothing is in the way */
+	char **dels = NULL; /* with a tip: the paths this group deletes */
+	size_t ndels = 0;
+	for (size_t i = 0; tip && i < n; i++) {
+		if (acts[i]->kind != A_DEL)
+			continue;
+		if (!dels)
+			dels = tend_xcalloc(n, sizeof *dels);
+		join_path(&path, acts[i]->prefix, acts[i]->path);
+		dels[ndels++] = tend_xstrdup(path.ptr);
+	}
+	if (ndels > 1)
+		qsort(dels, ndels, sizeof *dels, cmp_str);
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct git_action *a = acts[i];
 
@@ -1905,6 +2055,25 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 				      a->e.mode,
 				      &ups[k].u.id)))
 				break;
+			git_tree_entry *e = NULL;
+			if (a->fresh && tip &&
+			    git_tree_entry_bypath(&e, tip, path.ptr) == 0 &&
+			    entry_in_the_way(repo, a, e, &ups[k].u.id, dels,
+				ndels, path.ptr)) {
+				tend_apply_fail(&results[idx[i]], TEND_ECONFLICT,
+				    "git: %s in %s: %s tend did not write is in "
+				    "the way: tend does not replace what it did "
+				    "not write (remove it from the ref, then tend "
+				    "sync)", path.ptr, a->ref,
+				    git_tree_entry_type(e) == GIT_OBJECT_TREE
+					? "a directory" : "an entry");
+				git_tree_entry_free(e);
+				free(ups[k].path);
+				nu--;
+				continue;
+			}
+			git_tree_entry_free(e);
+			git_error_clear();
 			ups[k].u.action = GIT_TREE_UPDATE_UPSERT;
 			ups[k].u.filemode = (git_filemode_t)a->gitmode;
 			if (a->gitmode != GIT_FILEMODE_LINK) {
@@ -1959,6 +2128,10 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	}
 	if (use_pack)
 		packer_stop(&pk);
+	git_tree_free(tip);
+	for (size_t i = 0; i < ndels; i++)
+		free(dels[i]);
+	free(dels);
 	free(packed);
 	/* the blobs are written, whatever became of the commit */
 	tend_blobids_note(tend_context_get(ctx, "state"), (void *)written.ptr,
@@ -2205,6 +2378,7 @@ static const struct tend_handler_ops entries_ops = {
 	.attachments = entries_attachments,
 	.check = entries_check,
 	.destroy = handler_destroy,
+	.flags = TEND_HANDLER_KEEPS_FOREIGN,
 };
 
 static const struct tend_handler_ops tags_ops = {

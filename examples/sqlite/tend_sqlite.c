@@ -282,6 +282,11 @@ struct row_action {
 	const char *src; /* a file's absolute path, or a link's text */
 	uint64_t size;
 	struct tend_fp fp;
+	/* no write of the row was ever confirmed (prev_never_applied): a
+	 * row at its path is tend's only if it holds fp or one of `prev` */
+	bool fresh;
+	const uint8_t *prev; /* nprev records of REC_LEN */
+	size_t nprev;
 };
 
 static void table_apply(struct tend_sink *, struct tend_context *,
@@ -480,6 +485,16 @@ row_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 	memcpy(rec + 1, a->fp.b, 16);
 	if (tend_reconcile_settled(in, rec, REC_LEN))
 		return 0;
+	if ((a->fresh = in->prev_never_applied)) {
+		uint8_t *p = tend_arena_alloc(in->arena,
+		    (in->nprev + 1) * REC_LEN);
+
+		for (size_t i = 0; i < in->nprev; i++)
+			if (in->prev[i].len == REC_LEN)
+				memcpy(p + REC_LEN * a->nprev++,
+				    in->prev[i].data, REC_LEN);
+		a->prev = p;
+	}
 	out->action = a;
 	out->sink = &row_sink;
 	out->record.data = tend_arena_memdup(in->arena, rec, REC_LEN);
@@ -745,7 +760,7 @@ table_apply(struct tend_sink *sink, struct tend_context *ctx,
  * first needed (a delete needs no content column). */
 struct stmts {
 	const struct sq_handler *h;
-	sqlite3_stmt *put, *del;
+	sqlite3_stmt *put, *del, *sel;
 };
 
 static void
@@ -753,6 +768,7 @@ stmts_reset(struct stmts *s)
 {
 	sqlite3_finalize(s->put);
 	sqlite3_finalize(s->del);
+	sqlite3_finalize(s->sel);
 	memset(s, 0, sizeof *s);
 }
 
@@ -824,6 +840,80 @@ read_content(const struct row_action *a, struct tend_buf *out, int max)
 		return tend_error_set(TEND_ERROR,
 		    "%s is larger than a row may hold (%d bytes)", a->src, max);
 	return 0;
+}
+
+/*
+ * The first write of a row (a->fresh): a row already at its path is
+ * tend's only if it holds the declared content or what an earlier apply
+ * cut short wrote (its content's fingerprint, or without a content
+ * column its digest); else it is somebody else's, and stays (tend check
+ * says the same: "in the way"). `s` is the table's statements.
+ */
+static int
+row_in_the_way(sqlite3 *db, struct stmts *s, const struct row_action *a)
+{
+	const struct sq_handler *h = a->h;
+	bool with_content = h->spec.content != CONTENT_NONE;
+	struct tend_buf hex = TEND_BUF_INIT;
+	struct tend_fp got;
+	int rc = 0, step;
+
+	if (!s->sel) {
+		char *sql = sqlite3_mprintf(with_content
+			? "SELECT digest, content FROM \"%w\" WHERE path = ?1"
+			: "SELECT digest FROM \"%w\" WHERE path = ?1",
+		    h->table);
+		int r = sql ? sqlite3_prepare_v2(db, sql, -1, &s->sel, NULL)
+			    : SQLITE_NOMEM;
+
+		sqlite3_free(sql);
+		if (r != SQLITE_OK)
+			return tend_error_set(TEND_ERROR, "%s",
+			    sqlite3_errmsg(db));
+	}
+	sqlite3_bind_text(s->sel, 1, a->path, -1, SQLITE_STATIC);
+	step = sqlite3_step(s->sel);
+	if (step == SQLITE_ROW) {
+		bool ours = false;
+
+		if (with_content) {
+			const void *p = sqlite3_column_type(s->sel, 1) ==
+				SQLITE_TEXT
+			    ? (const void *)sqlite3_column_text(s->sel, 1)
+			    : sqlite3_column_blob(s->sel, 1);
+			got = fp_content(p ? p : "",
+			    (size_t)sqlite3_column_bytes(s->sel, 1));
+		} else {
+			const char *d = (const char *)sqlite3_column_text(
+			    s->sel, 0);
+
+			memset(&got, 0, sizeof got);
+			for (size_t i = 0; d && i < a->nprev + 1 && !ours; i++) {
+				struct tend_fp fp = a->fp;
+
+				if (i)
+					memcpy(fp.b, a->prev + REC_LEN *
+					    (i - 1) + 1, 16);
+				tend_buf_reset(&hex);
+				tend_fp_hex(&hex, &fp);
+				ours = strcmp(d, hex.ptr) == 0;
+			}
+		}
+		for (size_t i = 0; with_content && i < a->nprev + 1 && !ours;
+		     i++)
+			ours = memcmp(got.b, i ? a->prev + REC_LEN * (i - 1) + 1
+						: a->fp.b, 16) == 0;
+		if (!ours)
+			rc = tend_error_set(TEND_ECONFLICT, "a row tend did not "
+			    "write is in the way: tend does not replace what "
+			    "it did not write (delete or rename the row, then "
+			    "tend sync)");
+	} else if (step != SQLITE_DONE)
+		rc = tend_error_set(TEND_ERROR, "%s", sqlite3_errmsg(db));
+	sqlite3_reset(s->sel);
+	sqlite3_clear_bindings(s->sel);
+	tend_buf_release(&hex);
+	return rc;
 }
 
 static int
@@ -929,7 +1019,8 @@ apply_group(struct tend_context *ctx, struct row_action **group,
 		struct row_action *a = group[i];
 		sqlite3_stmt *st;
 
-		if ((rc = stmt_for(&s, db, a->h, a->del, &st)) == 0)
+		if ((rc = stmt_for(&s, db, a->h, a->del, &st)) == 0 &&
+		    (a->del || !a->fresh || (rc = row_in_the_way(db, &s, a)) == 0))
 			rc = a->del ? delete_row(db, st, a) : put_row(db, st, a);
 		else if (a->del && !table_exists(db, a->h->table)) {
 			tend_error_clear();
@@ -1022,7 +1113,8 @@ row_check(struct tend_handler *base, struct tend_context *ctx,
 	rc = db_open(path.ptr, SQLITE_OPEN_READONLY, h->spec.busy_ms, &db);
 	if (rc == TEND_ENOTFOUND) {
 		tend_error_clear();
-		tend_buf_printf(why, "database %s is missing", h->db);
+		tend_buf_printf(why, TEND_CHECK_ABSENT ": no database %s",
+		    h->db);
 		rc = TEND_ECONFLICT;
 		goto out;
 	}
@@ -1123,6 +1215,7 @@ static const struct tend_handler_ops row_ops = {
 	.reconcile = row_reconcile,
 	.check = row_check,
 	.destroy = handler_destroy,
+	.flags = TEND_HANDLER_KEEPS_FOREIGN,
 };
 
 /* ---- the plugin ---- */

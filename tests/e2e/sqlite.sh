@@ -168,6 +168,21 @@ kill -TERM $AGENT; wait $AGENT; rc=$?; AGENT=
 run check; expect_rc 0 "no drift after the agent"
 rm -f notes/after.md; run sync -q
 
+# ---- a row the user wrote at a new file's path stays: tend writes only
+# rows it wrote (plan, sync and check say it is in the way)
+python3 -c "import sqlite3; c = sqlite3.connect('notes.db'); c.execute(\"insert into notes (path, content, size, digest) values ('mine.md', 'my row', 6, 'x')\"); c.commit()"
+echo ours > notes/mine.md
+run plan; expect_rc 1 "plan: a user's row in the way"
+expect_in "$ERR" "mine.md: in the way" "plan names the row"
+run sync; expect_rc 1 "sync: a user's row in the way"
+expect_in "$ERR" "a row tend did not write is in the way" "sync says why"
+[ "$(q "select content from notes where path = 'mine.md'")" = "my row" ] || fail "the user's row was replaced: $(q "select content from notes where path = 'mine.md'")"
+run check; expect_rc 1 "check: in the way"; expect_in "$OUT" "mine.md: in the way" "check names the row"
+python3 -c "import sqlite3; c = sqlite3.connect('notes.db'); c.execute(\"delete from notes where path = 'mine.md'\"); c.commit()"
+run sync; expect_rc 0 "sync once the row is gone"
+[ "$(q "select content from notes where path = 'mine.md'")" = "ours" ] || fail "mine.md after: $(q "select content from notes where path = 'mine.md'")"
+rm notes/mine.md; run sync -q --allow-delete; expect_rc 0 "mine.md removed"
+
 # ---- drop without the plugin loaded could only forget the rows: refused
 printf '[tend]\n' > tend.conf
 run status; expect_rc 0 "status without the app"

@@ -34,7 +34,8 @@
 extern "C" {
 #endif
 
-#define TEND_TARGET_ABI 1
+/* 2: tend_handler_ops.flags. Handlers of ABI 1 (no flags) still load. */
+#define TEND_TARGET_ABI 2
 
 struct tend_arena;
 struct tend_buf;
@@ -74,6 +75,14 @@ struct tend_reconcile_in {
 	bool prev_may_be_missing;
 	/* Allocate the action and the record here; freed by the engine. */
 	struct tend_arena *arena;
+	/* No write of this target state has ever been confirmed: the first
+	 * declaration, or one whose first apply failed or was cut short
+	 * (then `prev` holds what that apply may have written). Whatever
+	 * is at the key that equals none of `prev` (nor the desired value)
+	 * is not the target's own: a sink that finds such a thing should
+	 * leave it and fail the action ("tend creates, changes and deletes
+	 * only what it created"; see TEND_HANDLER_KEEPS_FOREIGN). ABI 2. */
+	bool prev_never_applied;
 };
 
 struct tend_reconcile_out {
@@ -171,7 +180,20 @@ struct tend_handler_ops {
 	    struct tend_buf *why);
 	/* Free the handler. Required. */
 	void (*destroy)(struct tend_handler *h);
+	/* TEND_HANDLER_* bits (ABI 2; an ABI 1 table has none) */
+	unsigned flags;
 };
+
+/*
+ * The handler's sink leaves what it finds at a key no write of which was
+ * confirmed (prev_never_applied) unless it holds one of the key's
+ * records or the desired value, and fails the action: tend writes only
+ * what it wrote. With this bit, tend plan asks check about such keys
+ * and shows the ones that hold something else as failing ("in the way"),
+ * and tend check says "in the way" of them, not "the next sync retries
+ * it". Its check must say TEND_CHECK_ABSENT when the key holds nothing.
+ */
+#define TEND_HANDLER_KEEPS_FOREIGN 0x1u
 
 /* Embed first in a connector's handler struct. */
 struct tend_handler {

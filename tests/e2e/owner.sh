@@ -1,0 +1,165 @@
+#!/bin/sh
+# tend replaces only what it wrote: a file the user has at the name of an
+# entry tend has never written (a first sync into an existing directory,
+# a new source file, a file target) stays, byte for byte, and plan,
+# sync, check and status all say it is in the way; a file that already
+# holds the declared bytes is adopted. (A user's file there used to be
+# overwritten silently while plan said "+ create".)
+. "$(dirname "$0")/lib.sh"
+
+mkdir -p src out
+printf 'one\n' > src/a; printf 'two\n' > src/b; printf 'three\n' > src/c
+printf 'MINE\n' > out/a            # the user's, different bytes
+printf 'two\n' > out/b             # the same bytes: adopted
+conf_site ""
+
+run plan; expect_rc 1 "plan with a file in the way"
+expect_in "$ERR" "site: out/a: in the way: something tend did not write is there (content differs)" "plan names the file"
+expect_not_in "$OUT" "+ site out/a" "plan does not promise to create it"
+expect_in "$OUT" "+ site out/b" "plan: the same bytes are taken over"
+expect_in "$OUT" "+ site out/c" "plan: a free name is created"
+expect_in "$OUT" "1 failed" "plan counts it"
+run plan --json; expect_rc 1 "plan --json"; json_ok "$OUT"
+expect_in "$OUT" '"failed": 1' "plan --json counts it"
+
+run sync; expect_rc 1 "sync with a file in the way"
+expect_in "$ERR" "out/a: a file tend did not write is in the way: tend does not replace what it did not write (move it away, then tend sync)" "sync's error"
+expect_file out/a MINE
+expect_file out/b two; expect_file out/c three
+run check; expect_rc 1 "check"
+expect_in "$OUT" "drift out/a: in the way" "check names it"
+expect_not_in "$OUT" "retries" "check does not promise a retry"
+expect_not_in "$OUT" "drift out/b" "an adopted file is tend's"
+run status; expect_in "$OUT" "1 unsettled" "status"
+run sync --full; expect_rc 1 "sync --full leaves it too"
+expect_file out/a MINE
+run plan; expect_rc 1 "plan after"; expect_in "$ERR" "out/a: in the way" "plan after the failed sync"
+
+mv out/a mine-a
+run plan; expect_rc 3 "plan once it is moved"; expect_in "$OUT" "+ site out/a" "plan: now a create"
+run sync; expect_rc 0 "sync once it is moved"
+expect_file out/a one; expect_file mine-a MINE
+run check; expect_rc 0 "check after"; expect_in "$OUT" "no drift" "no drift"
+
+# tend's own files stay tend's: a drifted one is repaired by sync --full
+printf 'edited\n' > out/c
+run sync --full; expect_rc 0 "sync --full repairs tend's file"
+expect_file out/c three
+
+# a new source file whose name the user already has in the target
+printf 'four\n' > src/d; printf 'theirs\n' > out/d
+run sync; expect_rc 1 "a new name taken"
+expect_file out/d theirs
+rm out/d
+run sync; expect_rc 0 "the name freed"; expect_file out/d four
+
+# a user's symlink at a file's name stays a symlink (not followed)
+printf 'five\n' > src/e; ln -s ../mine-a out/e
+run sync; expect_rc 1 "a symlink in the way"
+[ -L out/e ] && [ "$(readlink out/e)" = ../mine-a ] || fail "the user's symlink was replaced"
+expect_file mine-a MINE
+rm out/e; run sync; expect_rc 0 "symlink moved"; expect_file out/e five
+
+# symlinks = copy: a link entry does not replace the user's file
+rm -rf src out .tend; mkdir -p src out
+ln -s target-a src/l; printf 'mine\n' > out/l
+conf_site "	symlinks = copy"
+run sync; expect_rc 1 "a link entry with a file in the way"
+[ ! -L out/l ] && expect_file out/l mine
+rm out/l; ln -s target-a out/l
+run sync; expect_rc 0 "the same link is adopted"
+[ "$(readlink out/l)" = target-a ] || fail "the link"
+run check; expect_rc 0 "link: no drift"
+
+# a file target over an existing file
+rm -rf src out .tend; mkdir src; printf 'x\n' > src/x
+printf 'precious\n' > list.txt
+cat > tend.conf <<'CONF'
+[app "index"]
+	source = src
+	declare = exec cat
+	target = file:list.txt
+CONF
+run sync; expect_rc 1 "a file target over the user's file"
+expect_file list.txt precious
+run check; expect_in "$OUT" "in the way" "check: file target"
+
+# a first apply that wrote and whose settle failed: the file is tend's
+# (it holds a record of that apply), so a changed source replaces it
+rm -rf src out .tend list.txt; mkdir src; printf 'one\n' > src/a
+conf_site ""
+TEND_FAILPOINTS='lmdb-commit~settle@2' run sync; expect_rc 1 "the settle fails"
+expect_file out/a one
+printf 'one more\n' > src/a
+run sync; expect_rc 0 "the next sync replaces what the cut-short apply wrote"
+expect_file out/a 'one more'
+run check; expect_rc 0 "settled"
+
+# switching exclusive on rebuilds the directory: what the user had at a
+# declared name goes with the rest, and plan says so, not "in the way"
+rm -rf src out .tend; mkdir src; printf 'one\n' > src/a; printf 'two\n' > src/b
+conf_site ""
+run sync; expect_rc 0 "before exclusive"
+printf 'two v2\n' > src/b; printf 'junk\n' > out/junk
+conf_site "	exclusive = true"
+run plan; expect_rc 3 "plan of the switch"
+expect_not_in "$ERR" "in the way" "the rebuilt directory has nothing in the way"
+expect_in "$OUT" "- site out/junk" "plan lists the undeclared file"
+run sync; expect_rc 0 "the switch"
+expect_file out/b 'two v2'; expect_gone out/junk
+# a directory of tend's files that becomes a file: the plan shows the
+# write (the pass deletes what the directory holds first), in a dir and
+# a git target alike; one that also holds the user's file is in the way
+rm -rf src out .tend repo.git; mkdir -p src/sw; printf 'f\n' > src/sw/f
+git init -q --bare repo.git
+printf '[app "site"]\n\tsource = src\n\ttarget = dir:out\n[app "g"]\n\tsource = src\n\ttarget = git:repo.git\n\tref = refs/heads/pages\n' > tend.conf
+run sync; expect_rc 0 "swap: before"
+rm -r src/sw; printf 'now a file\n' > src/sw
+run plan; expect_rc 3 "swap: plan"
+expect_not_in "$ERR" "in the way" "swap: nothing in the way"
+expect_in "$OUT" "+ site out/sw" "swap: dir plan"
+expect_in "$OUT" '+ g git("repo.git", "refs/heads/pages", ""):sw' "swap: git plan"
+run sync; expect_rc 0 "swap: sync"
+expect_file out/sw 'now a file'
+[ "$(git -C repo.git show pages:sw)" = 'now a file' ] || fail "swap: git"
+rm src/sw; mkdir src/sw; printf 'g\n' > src/sw/g
+run sync; expect_rc 0 "swap: a directory again"
+printf 'mine\n' > out/sw/mine
+rm -r src/sw; printf 'a file again\n' > src/sw
+run sync; expect_rc 1 "swap: the user's file keeps the directory"
+expect_in "$ERR" "out/sw: a directory is in the way" "swap: sync says so"
+expect_file out/sw/mine mine
+run plan; expect_rc 1 "swap: plan after"; expect_in "$ERR" "out/sw: in the way" "swap: plan says so"
+rm -rf repo.git
+
+# a git target: an entry somebody else committed at a path tend has never
+# written stays in the ref (a directory there too: an upsert of a blob
+# would have dropped the tree under it), the other entries commit
+rm -rf src out .tend; mkdir src
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t
+git init -q --bare repo.git
+printf 'ours\n' > src/a
+printf '[app "g"]\n\tsource = src\n\ttarget = git:repo.git\n\tref = refs/heads/pages\n' > tend.conf
+run sync; expect_rc 0 "git: first sync"
+git clone -q -b pages repo.git wt 2>/dev/null || fail "clone"
+printf 'theirs\n' > wt/b; printf 'same\n' > wt/c; mkdir wt/d; printf 'x\n' > wt/d/f
+git -C wt add . && git -C wt commit -qm user && git -C wt push -q origin pages || fail "the user's commit"
+printf 'ours b\n' > src/b; printf 'same\n' > src/c; printf 'ours d\n' > src/d; printf 'e\n' > src/e
+run plan; expect_rc 1 "git: plan"
+expect_in "$ERR" ':b: in the way' "git: plan names b"
+expect_in "$ERR" ':d: in the way' "git: plan names d"
+expect_in "$OUT" ':c' "git: the same blob is adopted"
+run sync; expect_rc 1 "git: sync"
+expect_in "$ERR" "b in refs/heads/pages: an entry tend did not write is in the way" "git: sync names b"
+expect_in "$ERR" "d in refs/heads/pages: a directory tend did not write is in the way" "git: sync names d"
+[ "$(git -C repo.git show pages:b)" = theirs ] || fail "git: the user's b was replaced"
+[ "$(git -C repo.git show pages:d/f)" = x ] || fail "git: the user's d/ was replaced"
+[ "$(git -C repo.git show pages:e)" = e ] || fail "git: e was not committed"
+[ "$(git -C repo.git show pages:c)" = same ] || fail "git: c"
+run check; expect_rc 1 "git: check"; expect_in "$OUT" ":b: in the way" "git: check names b"
+git -C wt pull -q && git -C wt rm -q -r b d && git -C wt commit -qm moved && git -C wt push -q origin pages || fail "the user's removal"
+run sync; expect_rc 0 "git: once the user's entries are gone"
+[ "$(git -C repo.git show pages:b)" = 'ours b' ] || fail "git: b after"
+[ "$(git -C repo.git show pages:d)" = 'ours d' ] || fail "git: d after"
+run check; expect_rc 0 "git: no drift"
+finish
