@@ -89,6 +89,30 @@ for how in empty ours theirs; do
 	expect_gone repo.git/refs/heads/pages.lock
 	[ "$(git -C repo.git show refs/heads/pages:a.md)" = "A2 $how" ] || fail "$how: the commit after the lock"
 done
+# the tend that left the lock is dead but still seen: a zombie not yet
+# reaped (an agent's push child, killed with the agent, until init reaps
+# it). Its locks are a dead process's: cleared, not "failed to lock"
+# (the agent torture, seed 1796513305)
+printf 'A2 zombie\n' > src/a.md
+TEND_FAILPOINTS='git-ref-update=kill' "$TEND" sync >/dev/null 2>&1
+[ $? = 137 ] || fail "zombie: the git-ref-update failpoint should kill the sync"
+: > repo.git/refs/heads/pages.lock
+python3 - "$TEND" <<'PY' || fail "zombie: the sync with a zombie's lock"
+import os, subprocess, sys, time
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+time.sleep(0.2)   # a zombie now: this process does not reap it yet
+lines = open(".tend/git-locks").read().splitlines()
+open(".tend/git-locks", "w").write("\n".join([str(pid)] + lines[1:]) + "\n")
+r = subprocess.run([sys.argv[1], "sync"], stderr=subprocess.PIPE)
+os.waitpid(pid, 0)
+err = r.stderr.decode()
+if r.returncode != 0 or "left by an interrupted tend" not in err:
+    sys.exit("exit %d: %s" % (r.returncode, err))
+PY
+expect_gone repo.git/refs/heads/pages.lock
+[ "$(git -C repo.git show refs/heads/pages:a.md)" = "A2 zombie" ] || fail "zombie: the commit after the lock"
 printf 'A3\n' > src/a.md
 : > repo.git/refs/heads/pages.lock
 run sync; expect_rc 1 "a foreign lock fails the git app"
