@@ -1831,6 +1831,30 @@ locks_note(git_repository *repo, const char *ref, const git_oid *oid)
  * short may have written. A tree (a directory of the ref) or somebody
  * else's blob stays, and the action fails (the others still commit).
  */
+/* A blob's fingerprint as a record holds it: a symlink's is of its text
+ * (fs.h), a file's of its bytes */
+static struct tend_fp
+blob_fp(const git_blob *b, bool link)
+{
+	struct tend_fp fp;
+
+	if (link) {
+		char *text = strndup(git_blob_rawcontent(b),
+		    (size_t)git_blob_rawsize(b));
+		fp = tend_fs_link_fp(text ? text : "");
+		free(text);
+	} else {
+		struct tend_hasher hs;
+
+		tend_hasher_init(&hs);
+		tend_hasher_begin_stream(&hs);
+		tend_hasher_raw(&hs, git_blob_rawcontent(b),
+		    (size_t)git_blob_rawsize(b));
+		fp = tend_hasher_final(&hs);
+	}
+	return fp;
+}
+
 struct going {
 	const char *top; /* the tree's path */
 	char *const *dels; /* sorted: the group's deleted paths */
@@ -1898,21 +1922,7 @@ entry_in_the_way(git_repository *repo, const struct git_action *a,
 		return true;
 	}
 	bool link = git_tree_entry_filemode(e) == GIT_FILEMODE_LINK;
-	struct tend_fp fp;
-	if (link) {
-		char *text = strndup(git_blob_rawcontent(b),
-		    (size_t)git_blob_rawsize(b));
-		fp = tend_fs_link_fp(text ? text : "");
-		free(text);
-	} else {
-		struct tend_hasher hs;
-
-		tend_hasher_init(&hs);
-		tend_hasher_begin_stream(&hs);
-		tend_hasher_raw(&hs, git_blob_rawcontent(b),
-		    (size_t)git_blob_rawsize(b));
-		fp = tend_hasher_final(&hs);
-	}
+	struct tend_fp fp = blob_fp(b, link);
 	for (size_t i = 0; way && i < a->nprev; i++) {
 		const uint8_t *r = a->prev + REC_LEN * i;
 		unsigned mode = (unsigned)r[17] | (unsigned)r[18] << 8 |
@@ -2360,25 +2370,11 @@ entries_check(struct tend_handler *base, struct tend_context *ctx,
 	} else if (git_blob_lookup(&b, repo, git_tree_entry_id(e))) {
 		tend_buf_puts(why, "not a blob");
 	} else {
-		struct tend_hasher hs;
 		unsigned mode = (unsigned)record->data[17] |
 		    (unsigned)record->data[18] << 8 |
 		    (unsigned)record->data[19] << 16;
 
-		struct tend_fp fp;
-		if (mode == GIT_FILEMODE_LINK) {
-			/* a symlink's record is of its text (fs.h) */
-			char *text = strndup(git_blob_rawcontent(b),
-			    (size_t)git_blob_rawsize(b));
-			fp = tend_fs_link_fp(text ? text : "");
-			free(text);
-		} else {
-			tend_hasher_init(&hs);
-			tend_hasher_begin_stream(&hs);
-			tend_hasher_raw(&hs, git_blob_rawcontent(b),
-			    (size_t)git_blob_rawsize(b));
-			fp = tend_hasher_final(&hs);
-		}
+		struct tend_fp fp = blob_fp(b, mode == GIT_FILEMODE_LINK);
 		if (memcmp(fp.b, record->data + 1, 16) != 0)
 			tend_buf_printf(why, "content differs in %s", h->ref);
 		else if ((unsigned)git_tree_entry_filemode(e) != mode)
