@@ -308,8 +308,9 @@ tend_foreign_at(struct tend_engine *eng, struct tend_handler *h,
 		tend_buf_puts(why, r.ptr);
 	else if (foreign)
 		tend_buf_printf(why, TEND_CHECK_IN_THE_WAY ": something tend "
-		    "did not write is there (%s): tend does not replace what "
-		    "it did not write (move it away, then tend sync)", r.ptr);
+		    "has no record of writing is there (%s): tend replaces "
+		    "only what it knows it wrote (move it away, then tend "
+		    "sync)", r.ptr);
 	tend_buf_release(&r);
 	return foreign;
 }

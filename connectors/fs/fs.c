@@ -51,7 +51,7 @@
  * tool's): never removed to make room (check and sync say so) */
 #define WAY_FIX "tend does not remove what it did not write (move it away, " \
 	"then tend sync)"
-#define WAY_FIX_FILE "tend does not replace what it did not write " \
+#define WAY_FIX_FILE "tend replaces only what it knows it wrote " \
 	"(move it away, then tend sync)"
 #define IN_THE_WAY TEND_CHECK_IN_THE_WAY ": a directory is there now: " WAY_FIX
 
@@ -950,20 +950,29 @@ link_anon(int fd, int dirfd, const char *name)
 	return linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW);
 }
 
-/* Is (fp, a symlink or not) the desired record of `a` or one of the
- * records an unconfirmed apply of it may have written? */
+/* Does what has (fp, mode `have`) hold the desired record of `a` or one
+ * of the records an unconfirmed apply of it may have written? As check
+ * compares: the bytes (a link's text), a link or not, a file's mode. */
+static bool
+same_as(const uint8_t *fpb, unsigned mode, const struct tend_fp *fp,
+    mode_t have)
+{
+	if (memcmp(fp->b, fpb, 16) != 0 || S_ISLNK(mode) != S_ISLNK(have))
+		return false;
+	return S_ISLNK(have) || (mode & 07777) == (have & 07777);
+}
+
 static bool
 holds_record(const struct entry_action *a, const struct tend_fp *fp,
-    bool link)
+    mode_t have)
 {
-	if (memcmp(fp->b, a->spec.fp.b, 16) == 0 &&
-	    link == S_ISLNK(a->spec.mode))
+	if (same_as(a->spec.fp.b, a->spec.mode, fp, have))
 		return true;
 	for (size_t i = 0; i < a->nprev; i++) {
 		const uint8_t *r = a->prev + REC_LEN * i;
-		unsigned mode = (unsigned)r[17] | (unsigned)r[18] << 8;
 
-		if (memcmp(fp->b, r + 1, 16) == 0 && link == S_ISLNK(mode))
+		if (same_as(r + 1, (unsigned)r[17] | (unsigned)r[18] << 8, fp,
+			have))
 			return true;
 	}
 	return false;
@@ -982,7 +991,7 @@ may_replace(int dirfd, const char *leaf, const struct entry_action *a)
 {
 	struct stat st;
 	struct tend_fp fp;
-	bool link = false, known = false;
+	bool known = false;
 
 	if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return errno == ENOENT ? 0
@@ -1005,13 +1014,12 @@ may_replace(int dirfd, const char *leaf, const struct entry_action *a)
 		if ((known = len >= 0)) {
 			text[len] = '\0';
 			fp = tend_fs_link_fp(text);
-			link = true;
 		}
 	}
-	if (known && holds_record(a, &fp, link))
+	if (known && holds_record(a, &fp, st.st_mode))
 		return 0;
-	return tend_error_set(TEND_ERROR, "a %s tend did not write is in the "
-	    "way: " WAY_FIX_FILE, S_ISREG(st.st_mode) ? "file"
+	return tend_error_set(TEND_ERROR, "a %s tend has no record of "
+	    "writing is in the way: " WAY_FIX_FILE, S_ISREG(st.st_mode) ? "file"
 	    : S_ISLNK(st.st_mode) ? "symlink" : "special file");
 }
 

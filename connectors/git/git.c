@@ -2111,10 +2111,10 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			    entry_in_the_way(repo, a, e, &ups[k].u.id, dels,
 				ndels, path.ptr)) {
 				tend_apply_fail(&results[idx[i]], TEND_ECONFLICT,
-				    "git: %s in %s: %s tend did not write is in "
-				    "the way: tend does not replace what it did "
-				    "not write (remove it from the ref, then tend "
-				    "sync)", path.ptr, a->ref,
+				    "git: %s in %s: %s tend has no record of "
+				    "writing is in the way: tend replaces only "
+				    "what it knows it wrote (remove it from the "
+				    "ref, then tend sync)", path.ptr, a->ref,
 				    git_tree_entry_type(e) == GIT_OBJECT_TREE
 					? "a directory" : "an entry");
 				git_tree_entry_free(e);

@@ -904,10 +904,10 @@ row_in_the_way(sqlite3 *db, struct stmts *s, const struct row_action *a)
 			ours = memcmp(got.b, i ? a->prev + REC_LEN * (i - 1) + 1
 						: a->fp.b, 16) == 0;
 		if (!ours)
-			rc = tend_error_set(TEND_ECONFLICT, "a row tend did not "
-			    "write is in the way: tend does not replace what "
-			    "it did not write (delete or rename the row, then "
-			    "tend sync)");
+			rc = tend_error_set(TEND_ECONFLICT, "a row tend has no "
+			    "record of writing is in the way: tend replaces "
+			    "only what it knows it wrote (delete or rename the "
+			    "row, then tend sync)");
 	} else if (step != SQLITE_DONE)
 		rc = tend_error_set(TEND_ERROR, "%s", sqlite3_errmsg(db));
 	sqlite3_reset(s->sel);

@@ -175,7 +175,7 @@ echo ours > notes/mine.md
 run plan; expect_rc 1 "plan: a user's row in the way"
 expect_in "$ERR" "mine.md: in the way" "plan names the row"
 run sync; expect_rc 1 "sync: a user's row in the way"
-expect_in "$ERR" "a row tend did not write is in the way" "sync says why"
+expect_in "$ERR" "a row tend has no record of writing is in the way" "sync says why"
 [ "$(q "select content from notes where path = 'mine.md'")" = "my row" ] || fail "the user's row was replaced: $(q "select content from notes where path = 'mine.md'")"
 run check; expect_rc 1 "check: in the way"; expect_in "$OUT" "mine.md: in the way" "check names the row"
 python3 -c "import sqlite3; c = sqlite3.connect('notes.db'); c.execute(\"delete from notes where path = 'mine.md'\"); c.commit()"
