@@ -1824,13 +1824,6 @@ locks_note(git_repository *repo, const char *ref, const git_oid *oid)
 	tend_buf_release(&b);
 }
 
-/*
- * The first write of an entry (a->fresh) finds `e` at its path in the
- * ref: tend replaces it only if it is tend's, an entry holding the new
- * blob `id` or the content of one of the records an earlier apply cut
- * short may have written. A tree (a directory of the ref) or somebody
- * else's blob stays, and the action fails (the others still commit).
- */
 /* A blob's fingerprint as a record holds it: a symlink's is of its text
  * (fs.h), a file's of its bytes */
 static struct tend_fp
@@ -1903,6 +1896,13 @@ tree_kept(git_repository *repo, const git_tree_entry *e, const char *top,
 	return g.kept;
 }
 
+/*
+ * The first write of an entry (a->fresh) finds `e` at its path in the
+ * ref: tend replaces it only if it is tend's, an entry holding the new
+ * blob `id` with the new mode, or the content and mode of one of the records an earlier apply cut
+ * short may have written. A tree (a directory of the ref) or somebody
+ * else's blob stays, and the action fails (the others still commit).
+ */
 static bool
 entry_in_the_way(git_repository *repo, const struct git_action *a,
     const git_tree_entry *e, const git_oid *id, char *const *dels,
@@ -1915,21 +1915,21 @@ entry_in_the_way(git_repository *repo, const struct git_action *a,
 		return tree_kept(repo, e, path, dels, ndels);
 	if (git_tree_entry_type(e) != GIT_OBJECT_BLOB)
 		return true;
-	if (git_oid_equal(git_tree_entry_id(e), id))
+	/* the mode counts, as check compares it */
+	unsigned have = (unsigned)git_tree_entry_filemode(e);
+	if (git_oid_equal(git_tree_entry_id(e), id) && have == a->gitmode)
 		return false;
 	if (a->nprev == 0 || git_blob_lookup(&b, repo, git_tree_entry_id(e))) {
 		git_error_clear();
 		return true;
 	}
-	bool link = git_tree_entry_filemode(e) == GIT_FILEMODE_LINK;
-	struct tend_fp fp = blob_fp(b, link);
+	struct tend_fp fp = blob_fp(b, have == GIT_FILEMODE_LINK);
 	for (size_t i = 0; way && i < a->nprev; i++) {
 		const uint8_t *r = a->prev + REC_LEN * i;
 		unsigned mode = (unsigned)r[17] | (unsigned)r[18] << 8 |
 		    (unsigned)r[19] << 16;
 
-		way = memcmp(r + 1, fp.b, 16) != 0 ||
-		    (mode == GIT_FILEMODE_LINK) != link;
+		way = memcmp(r + 1, fp.b, 16) != 0 || mode != have;
 	}
 	git_blob_free(b);
 	return way;

@@ -153,8 +153,9 @@ printf '[app "g"]\n\tsource = src\n\ttarget = git:repo.git\n\tref = refs/heads/p
 run sync; expect_rc 0 "git: first sync"
 git clone -q -b pages repo.git wt 2>/dev/null || fail "clone"
 printf 'theirs\n' > wt/b; printf 'same\n' > wt/c; mkdir wt/d; printf 'x\n' > wt/d/f
+printf 'same m\n' > wt/m; chmod +x wt/m   # the same bytes, another mode
 git -C wt add . && git -C wt commit -qm user && git -C wt push -q origin pages || fail "the user's commit"
-printf 'ours b\n' > src/b; printf 'same\n' > src/c; printf 'ours d\n' > src/d; printf 'e\n' > src/e
+printf 'same m\n' > src/m; printf 'ours b\n' > src/b; printf 'same\n' > src/c; printf 'ours d\n' > src/d; printf 'e\n' > src/e
 run plan; expect_rc 1 "git: plan"
 expect_in "$ERR" ':b: in the way' "git: plan names b"
 expect_in "$ERR" ':d: in the way' "git: plan names d"
@@ -166,8 +167,10 @@ expect_in "$ERR" "d in refs/heads/pages: a directory tend has no record of writi
 [ "$(git -C repo.git show pages:d/f)" = x ] || fail "git: the user's d/ was replaced"
 [ "$(git -C repo.git show pages:e)" = e ] || fail "git: e was not committed"
 [ "$(git -C repo.git show pages:c)" = same ] || fail "git: c"
+expect_in "$ERR" "m in refs/heads/pages: an entry tend has no record of writing is in the way" "git: sync: another mode"
+[ "$(git -C repo.git ls-tree pages m | cut -c1-6)" = 100755 ] || fail "git: the 100755 entry was replaced: $(git -C repo.git ls-tree pages m)"
 run check; expect_rc 1 "git: check"; expect_in "$OUT" ":b: in the way" "git: check names b"
-git -C wt pull -q && git -C wt rm -q -r b d && git -C wt commit -qm moved && git -C wt push -q origin pages || fail "the user's removal"
+git -C wt pull -q && git -C wt rm -q -r b d m && git -C wt commit -qm moved && git -C wt push -q origin pages || fail "the user's removal"
 run sync; expect_rc 0 "git: once the user's entries are gone"
 [ "$(git -C repo.git show pages:b)" = 'ours b' ] || fail "git: b after"
 [ "$(git -C repo.git show pages:d)" = 'ours d' ] || fail "git: d after"
