@@ -809,12 +809,10 @@ dup_or_null(const char *s)
 
 /* preview: keep what the action's event needs until the pass's end */
 static void
-add_suspect(struct tend_engine *eng, struct pass *pass, struct tend_comp *c,
-    struct plan *p, char *why)
+add_suspect(struct pass *pass, struct tend_comp *c, struct plan *p, char *why)
 {
 	struct tend_buf key = TEND_BUF_INIT;
 
-	(void)eng;
 	if (pass->nsuspects == pass->csuspects) {
 		pass->csuspects = pass->csuspects ? 2 * pass->csuspects : 8;
 		pass->suspects = tend_xrealloc(pass->suspects,
@@ -936,7 +934,7 @@ preview_in_the_way(struct tend_engine *eng, struct pass *pass,
 	bool way = tend_foreign_at(eng, h, &p->key, recs, n, &why);
 	free(recs);
 	if (way)
-		add_suspect(eng, pass, c, p, tend_buf_detach(&why, NULL));
+		add_suspect(pass, c, p, tend_buf_detach(&why, NULL));
 	tend_buf_release(&why);
 	return way;
 }
