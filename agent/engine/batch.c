@@ -20,6 +20,7 @@
  */
 #include "engine_int.h"
 #include "check.h"
+#include "reconcile.h"
 
 #include <stdlib.h>
 
@@ -918,7 +919,7 @@ preview_in_the_way(struct tend_engine *eng, struct pass *pass,
 	struct tend_handler *h = p->prov ? p->prov->handler : NULL;
 	struct tend_buf why = TEND_BUF_INIT;
 	struct tend_bytes *recs;
-	size_t n = 0;
+	size_t n;
 
 	/* (a container rebuilt empty in this pass holds nothing of the
 	 * user's when its children are written) */
@@ -926,11 +927,7 @@ preview_in_the_way(struct tend_engine *eng, struct pass *pass,
 	    p->prov->wiped_pass == pass->id)
 		return false;
 	recs = tend_xcalloc(p->item.nstates + 1, sizeof *recs);
-	/* the new record first: usually it alone is asked about */
-	for (size_t i = p->item.nstates; i-- > 0;)
-		if (!p->item.states[i].deleted)
-			recs[n++] = (struct tend_bytes){p->item.states[i].rec,
-			    p->item.states[i].len};
+	n = tend_item_records(&p->item, recs);
 	bool way = tend_foreign_at(eng, h, &p->key, recs, n, &why);
 	free(recs);
 	if (way)

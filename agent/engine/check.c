@@ -14,6 +14,7 @@
 
 #include "engine_int.h"
 #include "inspect.h"
+#include "reconcile.h"
 #include "tend/status.h"
 
 struct opened {
@@ -232,21 +233,14 @@ visit(struct tend_engine *eng, struct tend_txn *txn, const char *app,
 				 * it, so it is in the way, not retried */
 				bool way = starts(si.drift,
 				    TEND_CHECK_IN_THE_WAY);
-				if (si.drift && !way && item.nstates &&
-				    item.states[0].deleted &&
-				    item.states[0].version == 0 &&
+				if (si.drift && !way &&
+				    tend_item_never_applied(&item) &&
 				    !starts(si.drift, TEND_CHECK_ABSENT) &&
 				    tend_key_decode(&key, item.key, item.keylen,
 					NULL, &w.arena) == 0) {
 					struct tend_bytes *recs = tend_arena_alloc(
 					    &w.arena, item.nstates * sizeof *recs);
-					size_t n = 0;
-
-					for (size_t i = 0; i < item.nstates; i++)
-						if (!item.states[i].deleted)
-							recs[n++] = (struct tend_bytes){
-							    item.states[i].rec,
-							    item.states[i].len};
+					size_t n = tend_item_records(&item, recs);
 					struct tend_buf own = TEND_BUF_INIT;
 
 					if (tend_foreign_at(eng, h, &key, recs, n,

@@ -20,9 +20,27 @@
 
 #include "tend/status.h"
 
+bool
+tend_item_never_applied(const struct item *it)
+{
+	return it->nstates && it->states[0].deleted &&
+	    it->states[0].version == 0;
+}
+
+size_t
+tend_item_records(const struct item *it, struct tend_bytes *out)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < it->nstates; i++)
+		if (!it->states[i].deleted)
+			out[n++] = (struct tend_bytes){it->states[i].rec,
+			    it->states[i].len};
+	return n;
+}
+
 /* prev = the non-deleted records in stored order; missing per R8;
- * never: no write of it was ever confirmed (a new item, or one that
- * still leads with the new item's marker: (0, Deleted)) */
+ * never: no write of it was ever confirmed */
 struct tend_bytes *
 tend_prev_of(struct tend_comp *c, const struct item *it, size_t *nprev,
     bool *missing, bool *never, uint64_t pschema, bool root)
@@ -30,23 +48,15 @@ tend_prev_of(struct tend_comp *c, const struct item *it, size_t *nprev,
 	struct tend_bytes *prev;
 
 	*nprev = 0;
-	*never = !it || (it->nstates && it->states[0].deleted &&
-				it->states[0].version == 0);
+	*never = !it || tend_item_never_applied(it);
 	if (!it) {
 		*missing = true;
 		return NULL;
 	}
 	prev = tend_arena_alloc(&c->arena, (it->nstates + 1) * sizeof *prev);
-	*missing = c->pass->full || (!root && it->schema != pschema);
-	for (size_t i = 0; i < it->nstates; i++) {
-		if (it->states[i].deleted) {
-			*missing = true;
-			continue;
-		}
-		prev[*nprev].data = it->states[i].rec;
-		prev[*nprev].len = it->states[i].len;
-		(*nprev)++;
-	}
+	*nprev = tend_item_records(it, prev);
+	*missing = c->pass->full || (!root && it->schema != pschema) ||
+	    *nprev < it->nstates;
 	return prev;
 }
 

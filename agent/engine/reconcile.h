@@ -28,6 +28,13 @@
 
 #include "engine_int.h"
 
+/* Was no write of `it` ever confirmed? It leads with the new item's
+ * "may be missing" marker, (0, Deleted), until its first settle. */
+TEND_HIDDEN bool tend_item_never_applied(const struct item *it);
+/* `it`'s non-deleted records, in stored order, into `out` (room for
+ * it->nstates); their count */
+TEND_HIDDEN size_t tend_item_records(const struct item *it,
+    struct tend_bytes *out);
 /* The previous possible records of `it` (its non-deleted candidates in
  * stored order, in c's arena), whether the target may be missing from
  * them (R8) and whether no write of it was ever confirmed. `it` NULL:
