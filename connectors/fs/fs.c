@@ -550,6 +550,72 @@ hash_fd(int fd, struct tend_fp *out, uint64_t *size)
 }
 
 /*
+ * Does `leaf` in `dfd` hold `record` (REC_LEN bytes)? 0 if it does,
+ * TEND_ECONFLICT and why if not (TEND_CHECK_ABSENT when nothing is
+ * there). tend check and a first write's may_replace ask this one
+ * question, so what plan says is in the way is what sync leaves.
+ */
+static int
+compare_leaf(int dfd, const char *leaf, const uint8_t *record,
+    struct tend_buf *why)
+{
+	struct stat st;
+	int rc = 0;
+	unsigned want = (unsigned)record[17] | (unsigned)record[18] << 8;
+
+	if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		tend_buf_puts(why, errno == ENOENT ? TEND_CHECK_ABSENT :
+		    strerror(errno));
+		rc = TEND_ECONFLICT;
+	} else if (S_ISLNK(want)) {
+		char text[PATH_MAX];
+		ssize_t len = S_ISLNK(st.st_mode) ? readlinkat(dfd, leaf, text,
+		    sizeof text - 1) : -1;
+		struct tend_fp fp;
+
+		if (len >= 0) {
+			text[len] = '\0';
+			fp = tend_fs_link_fp(text);
+		}
+		if (S_ISDIR(st.st_mode)) {
+			tend_buf_puts(why, IN_THE_WAY);
+			rc = TEND_ECONFLICT;
+		} else if (!S_ISLNK(st.st_mode)) {
+			tend_buf_puts(why, "not a symlink");
+			rc = TEND_ECONFLICT;
+		} else if (len < 0 || memcmp(fp.b, record + 1, 16) != 0) {
+			tend_buf_puts(why, "the link points elsewhere");
+			rc = TEND_ECONFLICT;
+		}
+	} else if (S_ISDIR(st.st_mode)) {
+		tend_buf_puts(why, IN_THE_WAY);
+		rc = TEND_ECONFLICT;
+	} else if (!S_ISREG(st.st_mode)) {
+		tend_buf_puts(why, "not a regular file");
+		rc = TEND_ECONFLICT;
+	} else {
+		int fd = openat(dfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		struct tend_fp fp;
+		uint64_t size;
+
+		if (fd < 0 || hash_fd(fd, &fp, &size) != 0) {
+			tend_buf_printf(why, "unreadable: %s", strerror(errno));
+			rc = TEND_ECONFLICT;
+		} else if (memcmp(fp.b, record + 1, 16) != 0) {
+			tend_buf_puts(why, "content differs");
+			rc = TEND_ECONFLICT;
+		} else if ((st.st_mode & 07777) != (want & 07777)) {
+			tend_buf_printf(why, "mode %04o, expected %04o",
+			    (unsigned)(st.st_mode & 07777), want & 07777);
+			rc = TEND_ECONFLICT;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	return rc;
+}
+
+/*
  * Is there surely nothing at WS/DIR/NAME? One openat2 that crosses no
  * symlink: ENOENT then means absent. false when unsure (no openat2, a
  * symlink on the way, any other error): the careful walk decides. Most
@@ -624,62 +690,7 @@ entry_check(struct tend_handler *base, struct tend_context *ctx,
 		chain_close(&c);
 		return rc;
 	}
-	int dfd = c.fd[c.n - 1];
-	struct stat st;
-	rc = 0;
-	unsigned want = (unsigned)record->data[17] |
-	    (unsigned)record->data[18] << 8;
-	if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-		tend_buf_puts(why, errno == ENOENT ? TEND_CHECK_ABSENT :
-		    strerror(errno));
-		rc = TEND_ECONFLICT;
-	} else if (S_ISLNK(want)) {
-		char text[PATH_MAX];
-		ssize_t len = S_ISLNK(st.st_mode) ? readlinkat(dfd, leaf, text,
-		    sizeof text - 1) : -1;
-		struct tend_fp fp;
-
-		if (len >= 0) {
-			text[len] = '\0';
-			fp = tend_fs_link_fp(text);
-		}
-		if (S_ISDIR(st.st_mode)) {
-			tend_buf_puts(why, IN_THE_WAY);
-			rc = TEND_ECONFLICT;
-		} else if (!S_ISLNK(st.st_mode)) {
-			tend_buf_puts(why, "not a symlink");
-			rc = TEND_ECONFLICT;
-		} else if (len < 0 || memcmp(fp.b, record->data + 1, 16) != 0) {
-			tend_buf_puts(why, "the link points elsewhere");
-			rc = TEND_ECONFLICT;
-		}
-	} else if (S_ISDIR(st.st_mode)) {
-		tend_buf_puts(why, IN_THE_WAY);
-		rc = TEND_ECONFLICT;
-	} else if (!S_ISREG(st.st_mode)) {
-		tend_buf_puts(why, "not a regular file");
-		rc = TEND_ECONFLICT;
-	} else {
-		unsigned mode = (unsigned)record->data[17] |
-		    (unsigned)record->data[18] << 8;
-		int fd = openat(dfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		struct tend_fp fp;
-		uint64_t size;
-
-		if (fd < 0 || hash_fd(fd, &fp, &size) != 0) {
-			tend_buf_printf(why, "unreadable: %s", strerror(errno));
-			rc = TEND_ECONFLICT;
-		} else if (memcmp(fp.b, record->data + 1, 16) != 0) {
-			tend_buf_puts(why, "content differs");
-			rc = TEND_ECONFLICT;
-		} else if ((st.st_mode & 07777) != mode) {
-			tend_buf_printf(why, "mode %04o, expected %04o",
-			    (unsigned)(st.st_mode & 07777), mode);
-			rc = TEND_ECONFLICT;
-		}
-		if (fd >= 0)
-			close(fd);
-	}
+	rc = compare_leaf(c.fd[c.n - 1], leaf, record->data, why);
 	chain_close(&c);
 	return rc;
 }
@@ -950,34 +961,6 @@ link_anon(int fd, int dirfd, const char *name)
 	return linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW);
 }
 
-/* Does what has (fp, mode `have`) hold the desired record of `a` or one
- * of the records an unconfirmed apply of it may have written? As check
- * compares: the bytes (a link's text), a link or not, a file's mode. */
-static bool
-same_as(const uint8_t *fpb, unsigned mode, const struct tend_fp *fp,
-    mode_t have)
-{
-	if (memcmp(fp->b, fpb, 16) != 0 || S_ISLNK(mode) != S_ISLNK(have))
-		return false;
-	return S_ISLNK(have) || (mode & 07777) == (have & 07777);
-}
-
-static bool
-holds_record(const struct entry_action *a, const struct tend_fp *fp,
-    mode_t have)
-{
-	if (same_as(a->spec.fp.b, a->spec.mode, fp, have))
-		return true;
-	for (size_t i = 0; i < a->nprev; i++) {
-		const uint8_t *r = a->prev + REC_LEN * i;
-
-		if (same_as(r + 1, (unsigned)r[17] | (unsigned)r[18] << 8, fp,
-			have))
-			return true;
-	}
-	return false;
-}
-
 /*
  * A fresh entry's name is taken: may the write replace what is there?
  * Only what is tend's: a file or link that holds the declared content
@@ -989,9 +972,10 @@ holds_record(const struct entry_action *a, const struct tend_fp *fp,
 static int
 may_replace(int dirfd, const char *leaf, const struct entry_action *a)
 {
+	struct tend_buf why = TEND_BUF_INIT;
+	uint8_t rec[REC_LEN];
 	struct stat st;
-	struct tend_fp fp;
-	bool known = false;
+	int rc;
 
 	if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return errno == ENOENT ? 0
@@ -1000,23 +984,18 @@ may_replace(int dirfd, const char *leaf, const struct entry_action *a)
 	if (S_ISDIR(st.st_mode))
 		return tend_error_set(TEND_ERROR,
 		    "a directory is in the way: " WAY_FIX);
-	if (S_ISREG(st.st_mode)) {
-		int fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		uint64_t size;
-
-		known = fd >= 0 && hash_fd(fd, &fp, &size) == 0;
-		if (fd >= 0)
-			close(fd);
-	} else if (S_ISLNK(st.st_mode)) {
-		char text[PATH_MAX];
-		ssize_t len = readlinkat(dirfd, leaf, text, sizeof text - 1);
-
-		if ((known = len >= 0)) {
-			text[len] = '\0';
-			fp = tend_fs_link_fp(text);
-		}
+	make_record(rec, &a->spec.fp, a->spec.mode);
+	rc = compare_leaf(dirfd, leaf, rec, &why);
+	for (size_t i = 0; rc == TEND_ECONFLICT && i < a->nprev; i++) {
+		tend_buf_reset(&why);
+		rc = compare_leaf(dirfd, leaf, a->prev + REC_LEN * i, &why);
 	}
-	if (known && holds_record(a, &fp, st.st_mode))
+	bool gone = rc == TEND_ECONFLICT && why.ptr &&
+	    strncmp(why.ptr, TEND_CHECK_ABSENT,
+		strlen(TEND_CHECK_ABSENT)) == 0;
+	tend_buf_release(&why);
+	tend_error_clear();
+	if (rc == 0 || gone)
 		return 0;
 	return tend_error_set(TEND_ERROR, "a %s tend has no record of "
 	    "writing is in the way: " WAY_FIX_FILE, S_ISREG(st.st_mode) ? "file"
