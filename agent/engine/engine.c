@@ -64,6 +64,19 @@ tend_reconcile_settled(const struct tend_reconcile_in *in, const void *rec,
 	return true;
 }
 
+const uint8_t *
+tend_reconcile_prev_copy(const struct tend_reconcile_in *in, size_t len,
+    size_t *n)
+{
+	uint8_t *p = tend_arena_alloc(in->arena, (in->nprev + 1) * len);
+
+	*n = 0;
+	for (size_t i = 0; i < in->nprev; i++)
+		if (in->prev[i].len == len)
+			memcpy(p + len * (*n)++, in->prev[i].data, len);
+	return p;
+}
+
 void
 tend_apply_fail(struct tend_apply_result *r, int status, const char *fmt, ...)
 {

@@ -513,15 +513,8 @@ entry_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 	if (tend_reconcile_settled(in, rec, REC_LEN))
 		return 0;
 	a->fresh = in->nprev == 0 || in->prev_never_applied;
-	if (a->fresh && in->nprev) {
-		uint8_t *p = tend_arena_alloc(in->arena, in->nprev * REC_LEN);
-
-		for (size_t i = 0; i < in->nprev; i++)
-			if (in->prev[i].len == REC_LEN)
-				memcpy(p + REC_LEN * a->nprev++,
-				    in->prev[i].data, REC_LEN);
-		a->prev = p;
-	}
+	if (a->fresh && in->nprev)
+		a->prev = tend_reconcile_prev_copy(in, REC_LEN, &a->nprev);
 	out->action = a;
 	out->sink = &entry_sink;
 	out->record.data = tend_arena_memdup(in->arena, rec, REC_LEN);

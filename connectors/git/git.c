@@ -513,15 +513,8 @@ entries_reconcile(struct tend_handler *base,
 	if (tend_reconcile_settled(in, rec, REC_LEN))
 		return 0;
 	if (a->kind == A_PUT && in->prev_never_applied) {
-		uint8_t *p = tend_arena_alloc(in->arena,
-		    (in->nprev + 1) * REC_LEN);
-
 		a->fresh = true;
-		for (size_t i = 0; i < in->nprev; i++)
-			if (in->prev[i].len == REC_LEN)
-				memcpy(p + REC_LEN * a->nprev++,
-				    in->prev[i].data, REC_LEN);
-		a->prev = p;
+		a->prev = tend_reconcile_prev_copy(in, REC_LEN, &a->nprev);
 	}
 	out->action = a;
 	out->sink = &git_sink;

@@ -485,16 +485,8 @@ row_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 	memcpy(rec + 1, a->fp.b, 16);
 	if (tend_reconcile_settled(in, rec, REC_LEN))
 		return 0;
-	if ((a->fresh = in->prev_never_applied)) {
-		uint8_t *p = tend_arena_alloc(in->arena,
-		    (in->nprev + 1) * REC_LEN);
-
-		for (size_t i = 0; i < in->nprev; i++)
-			if (in->prev[i].len == REC_LEN)
-				memcpy(p + REC_LEN * a->nprev++,
-				    in->prev[i].data, REC_LEN);
-		a->prev = p;
-	}
+	if ((a->fresh = in->prev_never_applied))
+		a->prev = tend_reconcile_prev_copy(in, REC_LEN, &a->nprev);
 	out->action = a;
 	out->sink = &row_sink;
 	out->record.data = tend_arena_memdup(in->arena, rec, REC_LEN);

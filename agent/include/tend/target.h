@@ -257,6 +257,15 @@ void *tend_context_get(struct tend_context *ctx, const char *name);
 bool tend_reconcile_settled(const struct tend_reconcile_in *in,
     const void *rec, size_t len);
 
+/*
+ * For a first write (prev_never_applied): the previous records of `len`
+ * bytes (others are skipped), copied end to end into in->arena, for the
+ * sink to tell what an earlier apply may have written from what is
+ * somebody else's (TEND_HANDLER_KEEPS_FOREIGN). *n gets their count.
+ */
+const uint8_t *tend_reconcile_prev_copy(const struct tend_reconcile_in *in,
+    size_t len, size_t *n);
+
 /* Convenience for sinks: set a formatted error on a result. */
 void tend_apply_fail(struct tend_apply_result *r, int status,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
