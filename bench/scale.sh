@@ -54,6 +54,12 @@ print("%.0f %.0f" % (peak / 1024, anon / 1024))
 PY
 }
 
+# A cold run starts from nothing, but the previous run's outputs are
+# moved aside, not deleted, until the end: on ext4 every new inode is
+# checked against the inodes freed in the last minute or so
+# (recently_deleted), and deleting 100k files right before a run made
+# that run 2-4x slower, by how much depending on the moment.
+aside="sh -c 'mkdir -p .aside; for d in out .tend rdst; do [ ! -e \$d ] || mv \$d .aside/\$d.\$(date +%s%N); done'"
 for N in "$@"; do
 	W=${BENCH_DIR:-/tmp/tend-bench-scale}-$N
 	rm -rf "$W"; mkdir -p "$W"; cd "$W"
@@ -61,7 +67,7 @@ for N in "$@"; do
 	printf '[app "m"]\n\tsource = src\n\ttarget = dir:out\n' > tend.conf
 	sleep 0.1
 	hyperfine -N --style none --runs 1 --export-json cold.json \
-		--prepare "rm -rf out .tend rdst" \
+		--prepare "$aside" \
 		-n tend "$TEND sync -q" -n rsync "rsync -a --delete src/ rdst/" \
 		>/dev/null
 	"$TEND" sync -q; rsync -a --delete src/ rdst/

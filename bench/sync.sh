@@ -24,6 +24,12 @@ echo 0 > .round
 mut="r=\$(cat .round); echo \$((r+1)) > .round; python3 $here/gentree.py mutate src --round \$r"
 sleep 0.1 # leave the racy window: every file is as old as in real use
 
+# A cold run starts from nothing, but the previous run's outputs are
+# moved aside, not deleted, until the end: on ext4 every new inode is
+# checked against the inodes freed in the last minute or so
+# (recently_deleted), and deleting 100k files right before a run made
+# that run 2-4x slower, by how much depending on the moment.
+aside="sh -c 'mkdir -p .aside; for d in out .tend rdst; do [ ! -e \$d ] || mv \$d .aside/\$d.\$(date +%s%N); done'"
 hf() { # name, runs, prepare, warmup
 	hyperfine -N --style basic --runs "$2" --warmup "$4" --prepare "$3" \
 		--export-json "$W/$1.json" \
@@ -31,7 +37,7 @@ hf() { # name, runs, prepare, warmup
 		-n rsync "rsync -a --delete src/ rdst/" >/dev/null
 }
 # cold: both start from nothing
-hf cold 3 "rm -rf out .tend rdst" 0
+hf cold 3 "$aside" 0
 # bring both up to date, then time the no-op
 "$TEND" sync -q; rsync -a --delete src/ rdst/
 hf noop "$RUNS" "true" 1
@@ -42,6 +48,7 @@ rm -rf out .tend
 cold_rss=$(/usr/bin/time -f %M "$TEND" sync -q 2>&1 >/dev/null | tail -1)
 noop_rss=$(/usr/bin/time -f %M "$TEND" sync -q 2>&1 >/dev/null | tail -1)
 diff -r src out >/dev/null && same=yes || same=NO
+rm -rf .aside
 
 python3 - "$W" "$N" "$cold_rss" "$noop_rss" "$same" <<'PY'
 import json, statistics, sys

@@ -873,56 +873,73 @@ dir_apply(struct tend_sink *sink, struct tend_context *ctx,
 	close(root);
 }
 
-/* `size`: the content's, as its fingerprint was taken: once that many
- * bytes are copied no call of 0 bytes asks for the end (one syscall of
- * the dozen a new file costs). A source that grew since has a new
- * signature, and the next pass copies it again. */
+/*
+ * Copy the declared content of `e` into dst: exactly the bytes its
+ * fingerprint was taken of, or fail. The source may have changed since
+ * it was declared (a user saving it while tend runs): what is read is
+ * hashed as it is written, and a content other than the declared one
+ * fails the entry (the next pass declares the new one) rather than
+ * leaving bytes the entry's record does not describe: a first write's
+ * record is how tend knows the file is its own (may_replace), and a
+ * record that lies made a kill right after such a copy leave tend's own
+ * file "in the way" for ever. `size` is the content's as its
+ * fingerprint was taken: once that many bytes are read no read of 0
+ * bytes asks for the end (one syscall of the dozen a new file costs).
+ */
 static int
-copy_into(int dst, const char *src_path, uint64_t size)
+copy_into(int dst, const struct tend_entry_spec *e)
 {
-	int src = open(src_path, O_RDONLY | O_CLOEXEC);
+	int src = open(e->src, O_RDONLY | O_CLOEXEC);
+	char small[1 << 16], *buf = small;
+	size_t cap = sizeof small;
+	struct tend_hasher h;
 	uint64_t total = 0;
 	int rc = 0;
 
 	if (src < 0)
-		return tend_error_set(TEND_ERROR, "read %s: %s", src_path,
+		return tend_error_set(TEND_ERROR, "read %s: %s", e->src,
 		    strerror(errno));
-	for (;;) {
-		ssize_t n = copy_file_range(src, NULL, dst, NULL, 1 << 30, 0);
+	if (e->size > cap) {
+		cap = 1 << 20;
+		buf = tend_xmalloc(cap);
+	}
+	tend_hasher_init(&h);
+	tend_hasher_begin_stream(&h);
+	while (e->size == 0 || total < e->size) {
+		size_t want = cap;
 
-		if (n > 0 && (total += (uint64_t)n) == size && size > 0)
+		if (e->size && e->size - total < want)
+			want = (size_t)(e->size - total);
+		ssize_t n = read(src, buf, want);
+		if (n < 0) {
+			rc = tend_error_set(TEND_ERROR, "read %s: %s", e->src,
+			    strerror(errno));
 			break;
-		if (n > 0)
-			continue;
+		}
 		if (n == 0)
 			break;
-		if (errno != EXDEV && errno != ENOSYS && errno != EINVAL &&
-		    errno != EOPNOTSUPP) {
-			rc = tend_error_set(TEND_ERROR, "copy %s: %s", src_path,
-			    strerror(errno));
-			break;
-		}
-		/* no in-kernel copy here: plain read/write */
-		char buf[1 << 16];
-		ssize_t r;
-		while ((r = read(src, buf, sizeof buf)) > 0) {
-			for (ssize_t off = 0; off < r;) {
-				ssize_t w = write(dst, buf + off,
-				    (size_t)(r - off));
-				if (w < 0) {
-					rc = tend_error_set(TEND_ERROR,
-					    "write: %s", strerror(errno));
-					goto out;
-				}
-				off += w;
+		tend_hasher_raw(&h, buf, (size_t)n);
+		total += (uint64_t)n;
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = write(dst, buf + off, (size_t)(n - off));
+			if (w < 0) {
+				rc = tend_error_set(TEND_ERROR, "write: %s",
+				    strerror(errno));
+				goto out;
 			}
+			off += w;
 		}
-		if (r < 0)
-			rc = tend_error_set(TEND_ERROR, "read %s: %s", src_path,
-			    strerror(errno));
-		break;
+	}
+	if (rc == 0) {
+		struct tend_fp fp = tend_hasher_final(&h);
+
+		if (!tend_fp_equal(&fp, &e->fp))
+			rc = tend_error_set(TEND_ERROR, "%s " TEND_FS_CHANGED,
+			    e->src);
 	}
 out:
+	if (buf != small)
+		free(buf);
 	close(src);
 	return rc;
 }
@@ -1093,7 +1110,7 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 	if (INJECTED("write", a->name))
 		rc = tend_error_set(TEND_ERROR, "write: %s", strerror(errno));
 	else
-		rc = copy_into(fd, a->spec.src, a->spec.size);
+		rc = copy_into(fd, &a->spec);
 	if (rc == 0 && fchmod(fd, a->spec.mode & 07777) != 0)
 		rc = tend_error_set(TEND_ERROR, "chmod: %s", strerror(errno));
 	if (rc == 0 && sync && (INJECTED("fsync", a->name) || fsync(fd) != 0))

@@ -39,6 +39,12 @@ struct tend_dir_spec {
  * staged exec output) whose content fingerprint is `fp`. With S_IFLNK in
  * `mode` it is a symlink instead: `src` is its text, `fp` is
  * tend_fs_link_fp(text). */
+/* A source whose content is not the declared one any more when a sink
+ * reads it (it was saved since): the entry fails, the next pass declares
+ * the new content. After the source's path. */
+#define TEND_FS_CHANGED "changed since tend read it: the next sync " \
+	"copies it again"
+
 struct tend_entry_spec {
 	struct tend_fp fp;
 	uint64_t size;

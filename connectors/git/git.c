@@ -134,19 +134,118 @@ injected(const char *point, const char *what, const char *subject)
 	    strerror(errno));
 }
 
-/* One blob written loose from its file: libgit2 streams it. */
-/* An entry's blob: the file at `src`, or for a symlink (S_IFLNK in
- * `mode`) the link's text, which `src` is. */
 static int
-blob_from_disk(git_repository *repo, const char *path, const char *src,
-    unsigned mode, git_oid *id)
+read_all(const char *path, struct tend_buf *b)
 {
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+
+	tend_buf_reset(b);
+	if (fd < 0)
+		return tend_error_set(TEND_ERROR, "git: %s: %s", path,
+		    strerror(errno));
+	rc = tend_buf_read_fd(b, fd, SIZE_MAX);
+	if (rc)
+		rc = tend_error_set(TEND_ERROR, "git: %s: %s", path,
+		    strerror(errno));
+	close(fd);
+	return rc;
+}
+
+/* Is `data` the content whose fingerprint an entry declared? */
+static bool
+declared_content(const struct tend_entry_spec *e, const void *data,
+    size_t len)
+{
+	struct tend_hasher h;
+
+	tend_hasher_init(&h);
+	tend_hasher_begin_stream(&h);
+	tend_hasher_raw(&h, data, len);
+	struct tend_fp fp = tend_hasher_final(&h);
+	return tend_fp_equal(&fp, &e->fp);
+}
+
+/* A content bigger than a pack takes, into a loose object in bounded
+ * memory: streamed, hashed on the way (*changed: not the declared one;
+ * then no object is made). */
+static int
+blob_streamed(git_repository *repo, const char *path,
+    const struct tend_entry_spec *e, git_oid *id, bool *changed)
+{
+	git_writestream *ws = NULL;
+	struct tend_hasher h;
+	size_t cap = 1 << 20;
+	char *buf;
+	ssize_t n;
+	int rc = 0, fd = open(e->src, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return tend_error_set(TEND_ERROR, "git: %s: %s", e->src,
+		    strerror(errno));
+	if (git_blob_create_from_stream(&ws, repo, NULL)) {
+		close(fd);
+		return git_fail("write blob", path);
+	}
+	buf = tend_xmalloc(cap);
+	tend_hasher_init(&h);
+	tend_hasher_begin_stream(&h);
+	while ((n = read(fd, buf, cap)) > 0) {
+		tend_hasher_raw(&h, buf, (size_t)n);
+		if (ws->write(ws, buf, (size_t)n)) {
+			rc = git_fail("write blob", path);
+			break;
+		}
+	}
+	if (n < 0)
+		rc = tend_error_set(TEND_ERROR, "git: %s: %s", e->src,
+		    strerror(errno));
+	free(buf);
+	close(fd);
+	if (rc == 0) {
+		struct tend_fp fp = tend_hasher_final(&h);
+		*changed = !tend_fp_equal(&fp, &e->fp);
+	}
+	if (rc || *changed)
+		ws->free(ws);
+	else if (git_blob_create_from_stream_commit(id, ws))
+		rc = git_fail("write blob", path);
+	return rc;
+}
+
+/*
+ * An entry's blob, written loose: for a symlink (S_IFLNK in its mode)
+ * the link's text, which `src` is; else the file at `src`, whose content
+ * must still be the one declared (its fingerprint): a source saved since
+ * sets *changed and makes no blob. The entry then fails (the next pass
+ * declares the new content): a blob other than the declared content
+ * would go into the tree under a record that does not describe it, and
+ * its id beside the declared fingerprint (blobids.h) would make check
+ * trust it.
+ */
+static int
+blob_of_entry(git_repository *repo, const char *path,
+    const struct tend_entry_spec *e, git_oid *id, bool *changed)
+{
+	struct tend_buf data = TEND_BUF_INIT;
 	int rc = injected("git-odb-write", "write blob", path);
 
-	if (rc == 0 && (S_ISLNK(mode)
-		? git_blob_create_from_buffer(id, repo, src, strlen(src))
-		: git_blob_create_from_disk(id, repo, src)))
-		rc = git_fail("write blob", path);
+	*changed = false;
+	if (rc)
+		return rc;
+	if (S_ISLNK(e->mode))
+		return git_blob_create_from_buffer(id, repo, e->src,
+			   strlen(e->src))
+		    ? git_fail("write blob", path)
+		    : 0;
+	if (e->size > PACK_MAX_BLOB)
+		return blob_streamed(repo, path, e, id, changed);
+	if ((rc = read_all(e->src, &data)) == 0) {
+		*changed = !declared_content(e, data.ptr, data.len);
+		if (!*changed && git_blob_create_from_buffer(id, repo,
+				     data.ptr, data.len))
+			rc = git_fail("write blob", path);
+	}
+	tend_buf_release(&data);
 	return rc;
 }
 
@@ -834,22 +933,6 @@ packer_flush(struct packer *pk, git_repository *repo, const git_oid *commit)
 	return rc;
 }
 
-static int
-read_all(const char *path, struct tend_buf *b)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
-
-	tend_buf_reset(b);
-	if (fd < 0)
-		return tend_error_set(TEND_ERROR, "git: %s: %s", path,
-		    strerror(errno));
-	rc = tend_buf_read_fd(b, fd, SIZE_MAX);
-	if (rc)
-		rc = tend_error_set(TEND_ERROR, "git: %s: %s", path,
-		    strerror(errno));
-	close(fd);
-	return rc;
-}
 
 static const struct git_action *const *sort_acts;
 
@@ -878,6 +961,7 @@ struct pack_job {
 	const size_t *which; /* indexes into puts */
 	size_t n;
 	git_oid *ids;
+	bool *changed; /* per put: its source is not the declared content */
 	struct tend_pack *p;
 	int rc;
 	char err[1024]; /* the thread's error message */
@@ -900,6 +984,11 @@ pack_job_run(void *arg)
 			tend_buf_puts(&data, a->e.src);
 		} else if ((j->rc = read_all(a->e.src, &data)))
 			break;
+		else
+			j->changed[i] = !declared_content(&a->e, data.ptr,
+			    data.len);
+		/* (a changed content goes in all the same, unused: the
+		 * pack's object count is written first) */
 		if (git_odb_hash(&j->ids[i], data.ptr, data.len,
 			GIT_OBJECT_BLOB))
 			j->rc = git_fail("hash", a->e.src);
@@ -926,7 +1015,7 @@ pack_job_run(void *arg)
  */
 static int
 pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
-    git_oid *ids)
+    git_oid *ids, bool *changed)
 {
 	size_t *order = tend_xcalloc(n + 1, sizeof *order);
 	size_t *first = tend_xcalloc(n + 1, sizeof *first);
@@ -952,9 +1041,8 @@ pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
 		if (first[i] != i)
 			continue;
 		if (puts[i]->e.size > PACK_MAX_BLOB)
-			rc = blob_from_disk(repo, puts[i]->path, puts[i]->e.src,
-			    puts[i]->e.mode,
-			    &ids[i]);
+			rc = blob_of_entry(repo, puts[i]->path, &puts[i]->e,
+			    &ids[i], &changed[i]);
 		else {
 			fresh[nfresh++] = i;
 			total += puts[i]->e.size;
@@ -973,6 +1061,7 @@ pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
 		job[k].which = k ? fresh + cut : fresh;
 		job[k].n = k ? nfresh - cut : cut;
 		job[k].ids = ids;
+		job[k].changed = changed;
 		if (rc == 0)
 			rc = tend_pack_open(&job[k].p, repo, (uint32_t)job[k].n);
 	}
@@ -990,8 +1079,17 @@ pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
 			if ((rc = job[k].rc))
 				tend_error_set(rc, "%s", job[k].err);
 	}
-	for (size_t i = 0; rc == 0 && i < n; i++)
-		ids[i] = ids[first[i]];
+	/* the same content: the same blob, unless the source read for it
+	 * had changed (then each reads its own) */
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (first[i] == i)
+			continue;
+		if (!changed[first[i]])
+			ids[i] = ids[first[i]];
+		else
+			rc = blob_of_entry(repo, puts[i]->path, &puts[i]->e,
+			    &ids[i], &changed[i]);
+	}
 	for (int k = 0; k < njobs; k++) {
 		if (rc == 0)
 			rc = tend_pack_commit(job[k].p);
@@ -2041,17 +2139,19 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	for (size_t i = 0; i < n; i++)
 		nputs += acts[i]->kind == A_PUT;
 	git_oid *packed = NULL;
+	bool *pchanged = NULL;
 	if (rc == 0 && nputs >= PACK_MIN) {
 		struct git_action **puts = tend_xcalloc(nputs + 1, sizeof *puts);
 		size_t k = 0;
 
 		packed = tend_xcalloc(nputs + 1, sizeof *packed);
+		pchanged = tend_xcalloc(nputs + 1, sizeof *pchanged);
 		for (size_t i = 0; i < n; i++)
 			if (acts[i]->kind == A_PUT)
 				puts[k++] = acts[i];
 		/* before the in-memory backend goes in: the blobs too big
 		 * for the pack are written loose, and must reach the disk */
-		rc = pack_blobs(repo, puts, k, packed);
+		rc = pack_blobs(repo, puts, k, packed, pchanged);
 		free(puts);
 		if (rc == 0 && packer_start(&pk, repo) == 0)
 			use_pack = true;
@@ -2092,12 +2192,21 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		ups[k].seq = k;
 		memset(&ups[k].u, 0, sizeof ups[k].u);
 		if (a->kind == A_PUT) {
-			if (packed)
+			bool changed = false;
+
+			if (packed) {
+				changed = pchanged[nput];
 				ups[k].u.id = packed[nput++];
-			else if ((rc = blob_from_disk(repo, a->path, a->e.src,
-				      a->e.mode,
-				      &ups[k].u.id)))
+			} else if ((rc = blob_of_entry(repo, a->path, &a->e,
+					&ups[k].u.id, &changed)))
 				break;
+			if (changed) {
+				tend_apply_fail(&results[idx[i]], TEND_ERROR,
+				    "git: %s " TEND_FS_CHANGED, a->e.src);
+				free(ups[k].path);
+				nu--;
+				continue;
+			}
 			git_tree_entry *e = NULL;
 			if (a->fresh && tip &&
 			    git_tree_entry_bypath(&e, tip, path.ptr) == 0 &&
@@ -2176,6 +2285,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		free(dels[i]);
 	free(dels);
 	free(packed);
+	free(pchanged);
 	/* the blobs are written, whatever became of the commit */
 	tend_blobids_note(tend_context_get(ctx, "state"), (void *)written.ptr,
 	    written.len / sizeof(struct tend_blobid));

@@ -831,6 +831,12 @@ read_content(const struct row_action *a, struct tend_buf *out, int max)
 	if (out->len > (size_t)max)
 		return tend_error_set(TEND_ERROR,
 		    "%s is larger than a row may hold (%d bytes)", a->src, max);
+	/* saved since it was declared: a row of other bytes than its
+	 * record says would be "in the way" of a retry after a kill */
+	struct tend_fp got = fp_content(out->ptr, out->len);
+	if (!tend_fp_equal(&got, &a->fp))
+		return tend_error_set(TEND_ERROR, "%s changed since tend "
+		    "read it: the next sync copies it again", a->src);
 	return 0;
 }
 

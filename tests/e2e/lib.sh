@@ -33,6 +33,19 @@ stopped() {
 	return 1
 }
 
+# parked FAILPOINTS FILE CONTENT: run `tend sync` parked at a failpoint
+# (=stop), write CONTENT to FILE meanwhile, let it go on; PRC is its exit
+# code, POUT what it printed
+parked() {
+	TEND_FAILPOINTS=$1 "$TEND" sync >"$WS/.parked" 2>&1 & _bg=$!
+	if stopped $_bg; then
+		printf '%s\n' "$3" > "$2"
+	else
+		fail "the sync did not reach its failpoint $1"
+	fi
+	kill -CONT $_bg; wait $_bg; PRC=$?; POUT=$(cat "$WS/.parked")
+}
+
 conf_site() {
 	cat > tend.conf <<CONF
 [app "site"]

@@ -105,6 +105,18 @@ run sync; expect_rc 0 "sync after the kill"
 	fail "not converged after the kill: $(q 'select path, content from notes')"
 run check; expect_rc 0 "no drift after the kill"
 
+# ---- a source saved while the sink reads it: the row fails (no row of
+# bytes its record does not describe), the next sync writes it
+echo 'first' > notes/r.md
+parked 'sqlite-put~notes/r.md@1=stop' notes/r.md 'saved meanwhile'
+[ "$PRC" = 1 ] || fail "a source changed mid-apply: exit $PRC: $POUT"
+expect_in "$POUT" "notes/r.md changed since tend read it" "the failure names the source"
+[ -z "$(q "select path from notes where path = 'r.md'")" ] || fail "a row of the changed source: $(q "select content from notes where path = 'r.md'")"
+run sync; expect_rc 0 "sync after the change"
+[ "$(q "select content from notes where path = 'r.md'")" = 'saved meanwhile' ] || fail "r.md: $(q "select content from notes where path = 'r.md'")"
+run check; expect_rc 0 "no drift after the race"
+rm notes/r.md; run sync; expect_rc 0 "r.md gone again"
+
 # ---- tend help config lists the plugin's keys
 run help config; expect_rc 0 "help config"
 expect_in "$OUT" "with target = sqlite:ARG" "the plugin's section"
