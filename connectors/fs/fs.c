@@ -256,11 +256,17 @@ open_seg(int parent, const char *seg, const char *rel, size_t upto,
 		bool link = fstatat(parent, seg, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISLNK(st.st_mode);
 
+		/* something not tend's blocks the path: TEND_ECONFLICT
+		 * (check says it is in the way) */
 		if (link || e == ELOOP)
-			return tend_error_set(TEND_EINVALID,
+			return tend_error_set(TEND_ECONFLICT,
 			    "%.*s is a symbolic link: refusing to follow it "
-			    "out of the target",
+			    "out of the target (move it away, then tend sync)",
 			    (int)upto, rel);
+		if (e == ENOTDIR)
+			return tend_error_set(TEND_ECONFLICT,
+			    "%.*s is not a directory: " WAY_FIX, (int)upto,
+			    rel);
 		return tend_error_set(e == ENOENT ? TEND_ENOTFOUND : TEND_ERROR,
 		    "open %.*s: %s", (int)upto, rel, strerror(e));
 	}
@@ -676,6 +682,15 @@ entry_check(struct tend_handler *base, struct tend_context *ctx,
 	if (rc == TEND_ENOTFOUND) {
 		tend_error_clear();
 		tend_buf_puts(why, TEND_CHECK_ABSENT);
+		chain_close(&c);
+		return TEND_ECONFLICT;
+	}
+	if (rc == TEND_ECONFLICT) {
+		/* a symlink or a file where a directory of the entry's
+		 * should be: every sync fails on it until it is moved */
+		tend_buf_printf(why, TEND_CHECK_IN_THE_WAY ": %s",
+		    tend_error_last());
+		tend_error_clear();
 		chain_close(&c);
 		return TEND_ECONFLICT;
 	}

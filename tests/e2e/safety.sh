@@ -27,6 +27,24 @@ run sync; expect_rc 1 "symlink in the target"
 expect_in "$ERR" "symbolic link" "refuses to follow"
 [ -z "$(ls outside)" ] || fail "followed the planted symlink"
 expect_file out/a x         # the rest still applied
+# what check and the next syncs say of it: in the way (every sync fails
+# on it until it is moved), never "tend sync --full repairs them" nor
+# "the next sync retries it"
+run check; expect_rc 1 "check: an entry under a planted symlink"
+expect_in "$OUT" "drift out/sub/b: in the way: out/sub is a symbolic link" "check: in the way"
+expect_in "$OUT" "in their way" "check's summary"
+expect_not_in "$OUT" "retries" "check: not retried"
+run sync --full; expect_rc 1 "sync --full under a planted symlink"
+[ -z "$(ls outside)" ] || fail "sync --full followed the planted symlink"
+run check; expect_in "$OUT" "drift out/sub/b: in the way: out/sub is a symbolic link" "check after --full"
+# a file where the entry's directory should be: the same
+rm out/sub; printf 'mine' > out/sub
+run check; expect_rc 1 "check: a file where a directory should be"
+expect_in "$OUT" "drift out/sub/b: in the way: out/sub is not a directory" "check: a file in the way"
+run sync; expect_rc 1 "sync: a file where a directory should be"
+expect_file out/sub mine
+rm out/sub; run sync; expect_rc 0 "moved away: the next sync"
+expect_file out/sub/b y
 
 # odd source trees: a symlink loop, non-UTF-8 and newline names
 rm -rf out .tend src; mkdir src
