@@ -992,8 +992,11 @@ link_anon(int fd, int dirfd, const char *name)
  * (tend adopts it: the store was lost, or the user made the same file)
  * or what an earlier apply cut short wrote. Never a directory, nor, in
  * an exclusive container, a file the user put at a declared name (tend
- * check and plan say the same: see tend_foreign_at).
+ * check and plan say the same: see tend_foreign_at). ADOPTED: it holds
+ * the declared entry already, and stays as it is (its inode, its links,
+ * its times).
  */
+#define ADOPTED 1
 static int
 may_replace(int dirfd, const char *leaf, const struct entry_action *a)
 {
@@ -1011,6 +1014,10 @@ may_replace(int dirfd, const char *leaf, const struct entry_action *a)
 		    "a directory is in the way: " WAY_FIX);
 	make_record(rec, &a->spec.fp, a->spec.mode);
 	rc = compare_leaf(dirfd, leaf, rec, &why);
+	if (rc == 0) {
+		tend_buf_release(&why);
+		return ADOPTED;
+	}
 	for (size_t i = 0; rc == TEND_ECONFLICT && i < a->nprev; i++) {
 		tend_buf_reset(&why);
 		rc = compare_leaf(dirfd, leaf, a->prev + REC_LEN * i, &why);
@@ -1047,7 +1054,7 @@ put_link(int dirfd, const char *leaf, const struct entry_action *a, bool sync)
 			return tend_error_set(TEND_ERROR, "symlink: %s",
 			    strerror(errno));
 		if ((rc = may_replace(dirfd, leaf, a)))
-			return rc;
+			return rc == ADOPTED ? 0 : rc;
 	}
 	for (int tries = 0;; tries++) {
 		tmp_name(tmp, sizeof tmp);
@@ -1140,12 +1147,17 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 			/* no /proc to link through: a named file */
 			close(fd);
 			if ((rc = may_replace(dirfd, leaf, a)))
-				return rc;
+				return rc == ADOPTED ? 0 : rc;
 			return put_entry(dirfd, stagefd, leaf, a, sync, false);
 		} else if (errno == EEXIST)
 			rc = may_replace(dirfd, leaf, a);
 	} else if (rc == 0 && fresh)
 		rc = may_replace(dirfd, leaf, a); /* a named file: no link */
+	bool adopted = rc == ADOPTED;
+	if (adopted) {
+		rc = 0;
+		placed = true; /* (what was written goes) */
+	}
 	for (int tries = 0; rc == 0 && anon && !placed && tries < 100;
 	     tries++) {
 		tmp_name(tmp, sizeof tmp);
@@ -1181,7 +1193,7 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 		return tend_error_set(TEND_ERROR, "fsync directory: %s",
 		    strerror(errno));
 	}
-	if (rc && tmp[0])
+	if ((rc || adopted) && tmp[0])
 		unlinkat(tmpdir, tmp, 0);
 	return rc;
 }

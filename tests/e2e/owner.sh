@@ -11,6 +11,8 @@ mkdir -p src out
 printf 'one\n' > src/a; printf 'two\n' > src/b; printf 'three\n' > src/c
 printf 'MINE\n' > out/a            # the user's, different bytes
 printf 'two\n' > out/b             # the same bytes: adopted
+ln out/b b-elsewhere               # ... as it is: its inode, its links
+ino_b=$(stat -c %i out/b)
 conf_site ""
 
 run plan; expect_rc 1 "plan with a file in the way"
@@ -26,6 +28,7 @@ run sync; expect_rc 1 "sync with a file in the way"
 expect_in "$ERR" "out/a: a file tend has no record of writing is in the way: tend replaces only what it knows it wrote (move it away, then tend sync)" "sync's error"
 expect_file out/a MINE
 expect_file out/b two; expect_file out/c three
+[ "$(stat -c %i:%h out/b)" = "$ino_b:2" ] || fail "the adopted file was rewritten: inode:links $(stat -c %i:%h out/b), was $ino_b:2"
 run check; expect_rc 1 "check"
 expect_in "$OUT" "drift out/a: in the way" "check names it"
 expect_not_in "$OUT" "retries" "check does not promise a retry"
