@@ -26,6 +26,9 @@
  * ({"error": "...", "exit": N}, beside the message on stderr) */
 static bool json_mode;
 bool doc_printed;  /* the command's own document is out */
+/* a failure repeated in a row: named this many times, then counted */
+#define SAME_NAMED 20
+
 static char *first_error; /* the message of the failure, for the JSON */
 
 static void
@@ -74,10 +77,11 @@ flush_same_errors(struct cli *c)
 {
 	if (c->same_err)
 		fprintf(stderr, "tend: %s: ... and %llu more entries failed "
-				"the same way\n",
+				"the same way (-v names each)\n",
 		    c->cur_app ? c->cur_app : "?",
 		    (unsigned long long)c->same_err);
 	c->same_err = 0;
+	c->same_named = 0;
 	free(c->last_err);
 	c->last_err = NULL;
 	free(c->last_comp_err);
@@ -397,18 +401,25 @@ on_event(const struct tend_event *ev, void *arg)
 		c->failed++;
 		if (!c->first_err)
 			c->first_err = tend_event_failure(ev);
-		if (c->last_err && strcmp(c->last_err, ev->error) == 0 &&
-		    !c->verbose) {
+		/* each entry is named (the user moves what is in the way:
+		 * which?), a repeated message once; past SAME_NAMED of
+		 * them in a row, a count */
+		bool same = c->last_err && strcmp(c->last_err, ev->error) == 0 &&
+		    !c->verbose;
+		if (same && c->same_named >= SAME_NAMED) {
 			c->same_err++;
 			break;
 		}
-		flush_same_errors(c);
-		c->last_err = tend_xstrdup(ev->error);
+		if (!same) {
+			flush_same_errors(c);
+			c->last_err = tend_xstrdup(ev->error);
+		} else
+			c->same_named++;
 		tend_display_path(&path, ev->provider, ev->key);
 		if (c->tty)
 			fputs("\r\033[K", stderr);
 		fprintf(stderr, "tend: %s: %s: %s\n", ev->app, path.ptr,
-		    ev->error);
+		    same ? "the same" : ev->error);
 		break;
 	case TEND_EV_COMPONENT_ERROR:
 		c->errors++;

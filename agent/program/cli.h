@@ -47,7 +47,8 @@ struct cli {
 	/* one failure shared by many entries (a git commit, a full disk)
 	 * is printed once, then counted */
 	char *last_err;
-	uint64_t same_err;
+	uint64_t same_err;   /* repeats of last_err not shown */
+	uint64_t same_named; /* repeats of last_err shown as "the same" */
 	char *last_comp_err;
 	char *first_err; /* the app's first failure, for status and --json */
 	/* plan: what it found, over every app */

@@ -567,6 +567,13 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 				if (p.error) {
 					tend_buf_puts(&t, "\n  error: ");
 					put_readable(&t, p.error);
+					if (p.failed + p.errors > 1)
+						tend_buf_printf(&t, "\n  (the "
+						    "first of %llu failures: "
+						    "tend check, or tend sync, "
+						    "names each)",
+						    (unsigned long long)(
+							p.failed + p.errors));
 				}
 			} else if (cc.states)
 				/* an agent keeps its passes until it exits, a

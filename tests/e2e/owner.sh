@@ -178,4 +178,16 @@ run sync; expect_rc 0 "git: once the user's entries are gone"
 [ "$(git -C repo.git show pages:b)" = 'ours b' ] || fail "git: b after"
 [ "$(git -C repo.git show pages:d)" = 'ours d' ] || fail "git: d after"
 run check; expect_rc 0 "git: no drift"
+# many in the way: each is named (the user moves them: which ones?),
+# the message once; past 20 in a row a count; status says how many
+rm -rf src out .tend; mkdir -p src out
+i=1; while [ $i -le 25 ]; do echo $i > src/w$i; echo mine > out/w$i; i=$((i+1)); done
+conf_site ""
+run sync; expect_rc 1 "25 files in the way"
+[ "$(printf '%s\n' "$ERR" | grep -c '^tend: site: out/w[0-9]*: ')" = 21 ] || fail "sync named $(printf '%s\n' "$ERR" | grep -c '^tend: site: out/w[0-9]*: ') entries, want 21: $ERR"
+expect_in "$ERR" "site: out/w10: the same" "a repeat is named"
+expect_in "$ERR" "... and 4 more entries failed the same way (-v names each)" "the rest counted"
+run plan; expect_in "$ERR" "... and 4 more entries failed the same way" "plan names them the same way"
+run sync -v; [ "$(printf '%s\n' "$ERR" | grep -c '^tend: site: out/w[0-9]*: a file tend has no record')" = 25 ] || fail "sync -v does not name each: $ERR"
+run status; expect_in "$OUT" "(the first of 25 failures: tend check, or tend sync, names each)" "status says how many"
 finish
