@@ -401,9 +401,7 @@ prerun_exec(struct tend_comp *c, struct run *r, bool fast, uint64_t gid,
 		struct tend_fp in = item_input(it);
 
 		if (it->sig.mode == 0 ||
-		    (fast && it->unchanged && it->sig.stamped &&
-			tend_fp_equal(&it->sig.logic, &r->logic) &&
-			it->sig.gen_id == gid && it->sig.gen_schema == gsc) ||
+		    (fast && it->unchanged && stamp_is(it->sig.stamp, &r->logic, gid, gsc)) ||
 		    (!r->o->full &&
 			tend_engine_memo_matches(r->ws->eng,
 			    r->app->name, path, 2, &in, &r->logic)))
@@ -637,7 +635,7 @@ item_outs_set(struct item *it, const void *outs, size_t n)
 void
 item_free(struct item *it)
 {
-	free(it->rel);
+	/* (it->rel is the run's: names_free) */
 	tend_buf_release(&it->outs);
 	if (it->job) {
 		free(it->job->msg);
@@ -923,9 +921,7 @@ root_body(struct tend_comp *c, void *arg)
 
 		/* unchanged signature, same logic, same target generation,
 		 * and it committed with them last time: nothing to look at */
-		if (fast && it->unchanged && it->sig.stamped &&
-		    tend_fp_equal(&it->sig.logic, &r->logic) &&
-		    it->sig.gen_id == gid && it->sig.gen_schema == gsc) {
+		if (fast && it->unchanged && stamp_is(it->sig.stamp, &r->logic, gid, gsc)) {
 			it->kept = true;
 			tend_mount_keep(c, path, 2);
 			continue;

@@ -30,16 +30,42 @@ struct sig {
 	struct tend_fp fp;
 	/* the item's component last committed with this logic and this
 	 * target generation: while both hold and the signature is unchanged,
-	 * the component is kept without being looked at */
-	bool stamped;
-	struct tend_fp logic;
-	uint64_t gen_id, gen_schema;
+	 * the component is kept without being looked at. 0: not stamped;
+	 * else a stamp_intern() number (the rows of an app nearly all have
+	 * one: 4 bytes an item, not 41) */
+	uint32_t stamp;
 };
+
+struct run;
+struct name_chunk;
+/* A copy of rel[0..len) and a NUL in the run's packed names: freed with
+ * the run (names_free) */
+TEND_HIDDEN char *names_dup(struct run *r, const char *rel, size_t len);
+TEND_HIDDEN void names_free(struct run *r);
+
+/* The stamp of (logic, target generation), interned: the same number
+ * for the same three for the life of the process (never 0). */
+TEND_HIDDEN uint32_t stamp_intern(const struct tend_fp *logic,
+    uint64_t gen_id, uint64_t gen_schema);
+/* Is `stamp` that of these? (0 is nobody's) */
+TEND_HIDDEN bool stamp_is(uint32_t stamp, const struct tend_fp *logic,
+    uint64_t gen_id, uint64_t gen_schema);
+/* The logic a stamp holds (NULL for 0) */
+TEND_HIDDEN const struct tend_fp *stamp_logic(uint32_t stamp);
 
 struct item {
 	char *rel;
-	size_t len;
+	uint32_t len;
+	int read_errno; /* why it could not be read (sig.mode == 0) */
 	struct sig sig;
+	/* the entries it declared, [u16 len][name][fp16]..., from the SIG
+	 * row, or collected when it ran: the manifest lists them. Most
+	 * items declare one entry named like their source: outs_self, that
+	 * entry is (rel, outs_fp) and outs is empty (a million items kept
+	 * 80 MB of copies of their own paths); item_outs() spells it out. */
+	struct tend_fp outs_fp;
+	struct tend_fp old_fp; /* the content it had then */
+	bool outs_self;
 	bool hashed; /* read now: the SIG row needs writing */
 	bool ran;    /* its declaration ran and succeeded: new outputs */
 	bool unchanged; /* signature trusted and equal to the stored one */
@@ -47,18 +73,11 @@ struct item {
 	bool restamp;   /* stamp written after the pass */
 	bool sig_done;  /* its SIG row settled with its component */
 	bool had;	/* a signature was stored: seen in an earlier pass */
-	int read_errno; /* why it could not be read (sig.mode == 0) */
-	/* the entries it declared, [u16 len][name][fp16]..., from the SIG
-	 * row, or collected when it ran: the manifest lists them. Most
-	 * items declare one entry named like their source: outs_self, that
-	 * entry is (rel, outs_fp) and outs is empty (a million items kept
-	 * 80 MB of copies of their own paths); item_outs() spells it out. */
-	bool outs_self;
-	struct tend_fp outs_fp;
-	struct tend_fp old_fp; /* the content it had then */
 	/* exec run ahead of its component, in parallel with others */
 	struct item_job *job;
 	struct tend_buf outs;
+	/* (a million of these are held for a pass: their order keeps them
+	 * at 152 bytes) */
 };
 
 struct item_job {
@@ -73,6 +92,9 @@ struct run {
 	struct tend_app_result *res;
 	char *source;	     /* absolute */
 	struct item *items;
+	/* the items' paths, packed one after the other (a path a million
+	 * times over is not a million mallocs) */
+	struct name_chunk *names;
 	size_t nitems, citems;
 	char **vanished;     /* seen last time, gone now */
 	size_t nvanished;
@@ -82,6 +104,7 @@ struct run {
 	 * without a look this pass */
 	bool unsure;
 	bool rows_done; /* the pass's SIG rows are written (pass_done) */
+	size_t sig_from, sig_to; /* the items sig_body writes the rows of */
 	struct tend_fp logic;
 	uint64_t scan_ns;
 	char *stage;	     /* staging directory for exec outputs */

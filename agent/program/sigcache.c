@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -28,12 +29,127 @@
 #define RACY_NS (50ull * 1000000ull)
 #define SIG_VERSION 3
 
+/* a million items are held for a pass: keep them small */
+_Static_assert(sizeof(struct item) <= 152, "struct item grew");
+
 
 
 uint64_t
 ts_ns(const struct timespec *t)
 {
 	return (uint64_t)t->tv_sec * 1000000000ull + (uint64_t)t->tv_nsec;
+}
+
+/* ---- the items' paths ---- */
+
+struct name_chunk {
+	struct name_chunk *next;
+	size_t used, size;
+	char data[];
+};
+
+char *
+names_dup(struct run *r, const char *rel, size_t len)
+{
+	struct name_chunk *c = r->names;
+
+	if (!c || c->size - c->used < len + 1) {
+		size_t size = len + 1 > 60000 ? len + 1 : 60000;
+
+		c = tend_xmalloc(sizeof *c + size);
+		c->next = r->names;
+		c->used = 0;
+		c->size = size;
+		r->names = c;
+	}
+	char *p = c->data + c->used;
+	memcpy(p, rel, len);
+	p[len] = '\0';
+	c->used += len + 1;
+	return p;
+}
+
+void
+names_free(struct run *r)
+{
+	while (r->names) {
+		struct name_chunk *c = r->names;
+
+		r->names = c->next;
+		free(c);
+	}
+}
+
+/* ---- stamps: few distinct ones, many rows ---- */
+
+struct stamp {
+	struct tend_fp logic;
+	uint64_t gen_id, gen_schema;
+};
+
+static struct stamp *stamps; /* stamps[n - 1] is number n */
+static uint32_t nstamps, cstamps;
+static pthread_mutex_t stamps_lock = PTHREAD_MUTEX_INITIALIZER;
+
+uint32_t
+stamp_intern(const struct tend_fp *logic, uint64_t gen_id,
+    uint64_t gen_schema)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&stamps_lock);
+	for (n = nstamps; n > 0; n--) {
+		const struct stamp *x = &stamps[n - 1];
+
+		if (x->gen_id == gen_id && x->gen_schema == gen_schema &&
+		    tend_fp_equal(&x->logic, logic))
+			break;
+	}
+	if (n == 0) {
+		if (nstamps == cstamps) {
+			cstamps = cstamps ? cstamps * 2 : 4;
+			stamps = tend_xrealloc(stamps,
+			    cstamps * sizeof *stamps);
+		}
+		stamps[nstamps++] = (struct stamp){*logic, gen_id, gen_schema};
+		n = nstamps;
+	}
+	pthread_mutex_unlock(&stamps_lock);
+	return n;
+}
+
+static struct stamp
+stamp_get(uint32_t stamp)
+{
+	struct stamp x = {0};
+
+	pthread_mutex_lock(&stamps_lock);
+	if (stamp && stamp <= nstamps)
+		x = stamps[stamp - 1];
+	pthread_mutex_unlock(&stamps_lock);
+	return x;
+}
+
+bool
+stamp_is(uint32_t stamp, const struct tend_fp *logic, uint64_t gen_id,
+    uint64_t gen_schema)
+{
+	struct stamp x = stamp_get(stamp);
+
+	return stamp && x.gen_id == gen_id && x.gen_schema == gen_schema &&
+	    tend_fp_equal(&x.logic, logic);
+}
+
+const struct tend_fp *
+stamp_logic(uint32_t stamp)
+{
+	const struct tend_fp *p = NULL;
+
+	pthread_mutex_lock(&stamps_lock);
+	if (stamp && stamp <= nstamps)
+		p = &stamps[stamp - 1].logic;
+	pthread_mutex_unlock(&stamps_lock);
+	return p;
 }
 
 static void
@@ -75,15 +191,16 @@ static void
 sig_encode(struct tend_buf *b, const struct sig *s, const struct tend_buf *outs)
 {
 	uint64_t v[4] = {s->size, s->mtime_ns, s->ctime_ns, s->ino};
-	uint64_t g[2] = {s->gen_id, s->gen_schema};
+	struct stamp st = stamp_get(s->stamp);
+	uint64_t g[2] = {st.gen_id, st.gen_schema};
 
 	tend_buf_putc(b, SIG_VERSION);
 	tend_buf_put(b, v, sizeof v);
 	tend_buf_put(b, &s->mode, 4);
 	tend_buf_putc(b, s->trusted);
 	tend_buf_put(b, s->fp.b, 16);
-	tend_buf_putc(b, s->stamped);
-	tend_buf_put(b, s->logic.b, 16);
+	tend_buf_putc(b, s->stamp != 0);
+	tend_buf_put(b, st.logic.b, 16);
 	tend_buf_put(b, g, sizeof g);
 	tend_buf_put(b, outs->ptr, outs->len);
 }
@@ -103,12 +220,15 @@ sig_decode(const struct tend_bytes *v, struct sig *s)
 	memcpy(&s->mode, v->data + 33, 4);
 	s->trusted = v->data[37] != 0;
 	memcpy(s->fp.b, v->data + 38, 16);
-	s->stamped = v->data[54] != 0;
-	memcpy(s->logic.b, v->data + 55, 16);
-	uint64_t g[2];
-	memcpy(g, v->data + 71, 16);
-	s->gen_id = g[0];
-	s->gen_schema = g[1];
+	s->stamp = 0;
+	if (v->data[54]) {
+		struct tend_fp logic;
+		uint64_t g[2];
+
+		memcpy(logic.b, v->data + 55, 16);
+		memcpy(g, v->data + 71, 16);
+		s->stamp = stamp_intern(&logic, g[0], g[1]);
+	}
 	return true;
 }
 
@@ -190,7 +310,7 @@ add_item(struct run *r, const char *rel, size_t len, const struct stat *st,
 	struct sig old;
 	bool have = row && sig_decode(row, &old);
 
-	it.rel = tend_xmemdup(rel, len + 1);
+	it.rel = names_dup(r, rel, len);
 	it.len = len;
 	it.outs = (struct tend_buf)TEND_BUF_INIT;
 	sig_of(&it.sig, st);
@@ -339,12 +459,13 @@ sig_body(struct tend_txn *txn, void *arg)
 	struct tend_buf k = TEND_BUF_INIT, v = TEND_BUF_INIT;
 	int rc = 0;
 
-	for (size_t i = 0; i < r->nitems && rc == 0; i++)
+	for (size_t i = r->sig_from; i < r->sig_to && rc == 0; i++)
 		if (sig_due(&r->items[i]))
 			rc = put_sig(txn, r, &r->items[i], &k, &v);
 	/* forget vanished items, unless the brake holds them (digested long
 	 * paths are not in the list: they stay, harmless, until drop) */
-	for (size_t i = 0; rc == 0 && !r->hold && i < r->nvanished; i++) {
+	for (size_t i = 0; rc == 0 && !r->hold && r->sig_to == r->nitems &&
+	     i < r->nvanished; i++) {
 		sig_key(&k, r->app->name, r->vanished[i], strlen(r->vanished[i]));
 		rc = tend_store_del(txn, TEND_T_SIG, k.ptr, k.len);
 	}

@@ -106,4 +106,20 @@ run sync; expect_rc 0 "a file becomes a directory"
 expect_file out/sw/g three
 expect_gone out/sw/f
 run check; expect_rc 0 "check after the swaps"; expect_in "$OUT" "no drift" "swaps: no drift"
+# the signature rows of a pass are written in transactions of a chunk of
+# items (TEND_SIG_CHUNK makes it small): every file's row is written,
+# so the next pass reads nothing, and a vanished file's row goes
+mkdir "$WS/chunks" && cd "$WS/chunks" || exit 1
+mkdir src; i=0; while [ $i -lt 20 ]; do echo "c $i" > src/f$i; i=$((i+1)); done
+old src/*
+conf_site ""
+export TEND_SIG_CHUNK=7
+run sync; expect_rc 0 "chunks: first sync"
+expect_in "$OUT" "20 files (20 read)" "chunks: all read once"
+run sync; expect_in "$OUT" "20 files (0 read)" "chunks: every row written"
+rm src/f0 src/f19; echo 'c new' > src/f5; old src/f5
+run sync; expect_in "$OUT" "2 deleted; 18 files (1 read)" "chunks: deletes and a change"
+run sync; expect_in "$OUT" "0 deleted; 18 files (0 read)" "chunks: the vanished rows went"
+unset TEND_SIG_CHUNK
+run check; expect_rc 0 "chunks: check"
 finish
