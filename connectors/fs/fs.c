@@ -506,6 +506,12 @@ entry_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 		if (in->nprev == 0 && !in->prev_may_be_missing)
 			return 0;
 		a->del = true;
+		/* a state never written (its first write failed, or was cut
+		 * short): what is at its name is tend's only if it holds one
+		 * of its records (leave_foreign) */
+		if ((a->fresh = in->prev_never_applied) && in->nprev)
+			a->prev = tend_reconcile_prev_copy(in, REC_LEN,
+			    &a->nprev);
 		out->action = a;
 		out->sink = &entry_sink;
 		out->record_absent = true;
@@ -1034,6 +1040,24 @@ may_replace(int dirfd, const char *leaf, const struct entry_action *a)
 	    : S_ISLNK(st.st_mode) ? "symlink" : "special file");
 }
 
+/* Does `leaf` hold one of a never-written state's records (what an
+ * apply of it cut short wrote)? */
+static bool
+holds_a_record(int dirfd, const char *leaf, const struct entry_action *a)
+{
+	struct tend_buf why = TEND_BUF_INIT;
+	bool mine = false;
+
+	for (size_t i = 0; !mine && i < a->nprev; i++) {
+		tend_buf_reset(&why);
+		mine = compare_leaf(dirfd, leaf, a->prev + REC_LEN * i,
+		    &why) == 0;
+	}
+	tend_buf_release(&why);
+	tend_error_clear();
+	return mine;
+}
+
 /* A symlink entry: a fresh one is made at its name (EEXIST when
  * something has it); otherwise it is made under a temporary name in the
  * directory, then renamed over the entry (never through a link:
@@ -1231,12 +1255,17 @@ apply_entry(int root, int stagefd, const struct entry_action *a, bool sync,
 			struct stat st;
 			bool pruned = false;
 
-			if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISDIR(st.st_mode))
-				rc = tend_error_set(TEND_ERROR,
-				    "%s is a directory now: not deleting it",
-				    a->name);
-			else if (INJECTED("unlink", a->name) ||
+			bool there = fstatat(dfd, leaf, &st,
+			    AT_SYMLINK_NOFOLLOW) == 0;
+
+			/* a directory at an entry's name is not tend's (it
+			 * writes files and links there), nor, at a state
+			 * never written, what holds none of its records:
+			 * tend's state goes, what is there stays */
+			if (there && (S_ISDIR(st.st_mode) ||
+				(a->fresh && !holds_a_record(dfd, leaf, a))))
+				return 0;
+			if (INJECTED("unlink", a->name) ||
 			    (unlinkat(dfd, leaf, 0) != 0 && errno != ENOENT))
 				rc = tend_error_set(TEND_ERROR, "unlink: %s",
 				    strerror(errno));

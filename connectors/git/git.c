@@ -579,6 +579,12 @@ entries_reconcile(struct tend_handler *base,
 		if (in->nprev == 0 && !in->prev_may_be_missing)
 			return 0;
 		a->kind = h->kind == H_TAGS ? A_UNTAG : A_DEL;
+		/* never written: the entry at its path goes only if it
+		 * holds one of its records (entry_in_the_way) */
+		if (a->kind == A_DEL && (a->fresh = in->prev_never_applied) &&
+		    in->nprev)
+			a->prev = tend_reconcile_prev_copy(in, REC_LEN,
+			    &a->nprev);
 		out->action = a;
 		out->sink = &git_sink;
 		out->record_absent = true;
@@ -1990,9 +1996,12 @@ tree_kept(git_repository *repo, const git_tree_entry *e, const char *top,
 /*
  * The first write of an entry (a->fresh) finds `e` at its path in the
  * ref: tend replaces it only if it is tend's, an entry holding the new
- * blob `id` with the new mode, or the content and mode of one of the records an earlier apply cut
- * short may have written. A tree (a directory of the ref) or somebody
- * else's blob stays, and the action fails (the others still commit).
+ * blob `id` with the new mode, or the content and mode of one of the
+ * records an earlier apply cut short may have written. A tree (a
+ * directory of the ref) or somebody else's blob stays, and the action
+ * fails (the others still commit). The delete of an entry never written
+ * (`id` NULL) removes it only if it holds one of those records: else
+ * the state goes and the entry stays.
  */
 static bool
 entry_in_the_way(git_repository *repo, const struct git_action *a,
@@ -2003,12 +2012,13 @@ entry_in_the_way(git_repository *repo, const struct git_action *a,
 	bool way = true;
 
 	if (git_tree_entry_type(e) == GIT_OBJECT_TREE)
-		return tree_kept(repo, e, path, dels, ndels);
+		return !id || tree_kept(repo, e, path, dels, ndels);
 	if (git_tree_entry_type(e) != GIT_OBJECT_BLOB)
 		return true;
 	/* the mode counts, as check compares it */
 	unsigned have = (unsigned)git_tree_entry_filemode(e);
-	if (git_oid_equal(git_tree_entry_id(e), id) && have == a->gitmode)
+	if (id && git_oid_equal(git_tree_entry_id(e), id) &&
+	    have == a->gitmode)
 		return false;
 	if (a->nprev == 0 || git_blob_lookup(&b, repo, git_tree_entry_id(e))) {
 		git_error_clear();
@@ -2161,8 +2171,8 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	struct tend_buf written = TEND_BUF_INIT; /* blobids.h pairs */
 	git_tree *tip = NULL; /* for first writes: what is there now */
 	for (size_t i = 0; i < n && rc == 0 && !tip; i++)
-		if (acts[i]->kind == A_PUT && acts[i]->fresh &&
-		    !(tip = tip_tree(repo, acts[i]->ref)))
+		if ((acts[i]->kind == A_PUT || acts[i]->kind == A_DEL) &&
+		    acts[i]->fresh && !(tip = tip_tree(repo, acts[i]->ref)))
 			break; /* no ref yet: nothing is in the way */
 	char **dels = NULL; /* with a tip: the paths this group deletes */
 	size_t ndels = 0;
@@ -2235,8 +2245,23 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 				b.fp = a->e.fp;
 				tend_buf_put(&written, &b, sizeof b);
 			}
-		} else
+		} else {
+			git_tree_entry *e = NULL;
+			bool foreign = a->fresh && tip &&
+			    git_tree_entry_bypath(&e, tip, path.ptr) == 0 &&
+			    entry_in_the_way(repo, a, e, NULL, NULL, 0,
+				path.ptr);
+
+			git_tree_entry_free(e);
+			git_error_clear();
+			if (foreign) {
+				/* never tend's: its state goes, it stays */
+				free(ups[k].path);
+				nu--;
+				continue;
+			}
 			ups[k].u.action = GIT_TREE_UPDATE_REMOVE;
+		}
 		nentries++;
 	}
 	/* the last action on a path wins (sorted: no quadratic search) */

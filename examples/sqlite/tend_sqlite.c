@@ -462,6 +462,11 @@ row_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 	a->path = path;
 	if (!in->desired) {
 		a->del = true;
+		/* never written: the row at its path goes only if it holds
+		 * one of its records (row_in_the_way) */
+		if ((a->fresh = in->prev_never_applied))
+			a->prev = tend_reconcile_prev_copy(in, REC_LEN,
+			    &a->nprev);
 		out->action = a;
 		out->sink = &row_sink;
 		out->record_absent = true;
@@ -1018,9 +1023,13 @@ apply_group(struct tend_context *ctx, struct row_action **group,
 		sqlite3_stmt *st;
 
 		if ((rc = stmt_for(&s, db, a->h, a->del, &st)) == 0 &&
-		    (a->del || !a->fresh || (rc = row_in_the_way(db, &s, a)) == 0))
+		    (!a->fresh || (rc = row_in_the_way(db, &s, a)) == 0))
 			rc = a->del ? delete_row(db, st, a) : put_row(db, st, a);
-		else if (a->del && !table_exists(db, a->h->table)) {
+		else if (a->del && rc == TEND_ECONFLICT) {
+			/* a row tend never wrote: the state goes, it stays */
+			tend_error_clear();
+			continue;
+		} else if (a->del && !table_exists(db, a->h->table)) {
 			tend_error_clear();
 			continue; /* the table went, and the row with it */
 		}

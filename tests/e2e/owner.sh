@@ -178,6 +178,52 @@ run sync; expect_rc 0 "git: once the user's entries are gone"
 [ "$(git -C repo.git show pages:b)" = 'ours b' ] || fail "git: b after"
 [ "$(git -C repo.git show pages:d)" = 'ours d' ] || fail "git: d after"
 run check; expect_rc 0 "git: no drift"
+# what was in the way is never deleted after (a new user's trial,
+# 2026-12-06: once its source went, or the app was dropped, tend deleted
+# the user's file, link or git entry it had refused to overwrite): the
+# state of a name tend never wrote goes, what is there stays
+rm -rf src out .tend repo.git wt; mkdir src out
+printf 'src a\n' > src/a; printf 'src l\n' > src/l; printf 'src c\n' > src/c; printf 'b\n' > src/b
+printf 'MINE\n' > out/a; ln -s elsewhere out/l; mkdir out/c; printf 'in c\n' > out/c/x
+conf_site ""
+run sync; expect_rc 1 "gone: in the way"
+rm src/a src/l src/c
+run sync; expect_rc 0 "gone: the sources went"
+expect_file out/a MINE
+[ "$(readlink out/l)" = elsewhere ] || fail "gone: the user's link was removed"
+expect_file out/c/x 'in c'
+run sync; expect_rc 0 "gone: nothing left to retry"
+run check; expect_rc 0 "gone: check"
+run ls site; expect_not_in "$OUT" "out/a" "gone: the state went"
+printf 'src a\n' > src/a
+run sync; expect_rc 1 "gone: back, in the way again"
+run drop site; expect_rc 0 "gone: drop"
+expect_file out/a MINE
+expect_gone out/b
+# a cut-short first write of tend's own bytes is still tend's to delete
+rm -rf src out .tend; mkdir src; printf 'tend wrote\n' > src/k
+conf_site ""
+TEND_FAILPOINTS='lmdb-commit~settle@2=kill' run sync; expect_rc 137 "gone: killed before the settle"
+expect_file out/k 'tend wrote'
+rm src/k; run sync; expect_rc 0 "gone: its source went"
+expect_gone out/k
+# git: another author's entry that was in the way stays in the ref
+rm -rf src out .tend; mkdir src
+git init -q --bare repo.git
+printf 'o\n' > src/o
+printf '[app "g"]\n\tsource = src\n\ttarget = git:repo.git\n\tref = refs/heads/pages\n' > tend.conf
+run sync; expect_rc 0 "git gone: first sync"
+git clone -q -b pages repo.git wt 2>/dev/null || fail "clone"
+printf 'theirs\n' > wt/t; printf 'theirs u\n' > wt/u
+git -C wt add . && git -C wt commit -qm user && git -C wt push -q origin pages || fail "the user's commit"
+printf 'ours t\n' > src/t; printf 'ours u\n' > src/u
+run sync; expect_rc 1 "git gone: in the way"
+rm src/t; run sync; expect_rc 1 "git gone: the source went (u still in the way)"
+[ "$(git -C repo.git show pages:t)" = theirs ] || fail "git gone: the other author's t was deleted"
+run drop g; expect_rc 0 "git gone: drop"
+[ "$(git -C repo.git show pages:u)" = 'theirs u' ] || fail "git gone: drop deleted the other author's u"
+git -C repo.git cat-file -e pages:o 2>/dev/null && fail "git gone: drop left tend's o"
+
 # many in the way: each is named (the user moves them: which ones?),
 # the message once; past 20 in a row a count; status says how many
 rm -rf src out .tend; mkdir -p src out

@@ -190,6 +190,12 @@ run sync; expect_rc 1 "sync: a user's row in the way"
 expect_in "$ERR" "a row tend has no record of writing is in the way" "sync says why"
 [ "$(q "select content from notes where path = 'mine.md'")" = "my row" ] || fail "the user's row was replaced: $(q "select content from notes where path = 'mine.md'")"
 run check; expect_rc 1 "check: in the way"; expect_in "$OUT" "mine.md: in the way" "check names the row"
+# its source gone, the user's row stays (it was deleted: a new user's
+# trial, 2026-12-06); then the source is back, in the way again
+rm notes/mine.md; run sync; expect_rc 0 "the source of a row in the way went"
+[ "$(q "select content from notes where path = 'mine.md'")" = "my row" ] || fail "the user's row was deleted: $(q "select content from notes where path = 'mine.md'")"
+echo ours > notes/mine.md
+run sync; expect_rc 1 "sync: in the way again"
 python3 -c "import sqlite3; c = sqlite3.connect('notes.db'); c.execute(\"delete from notes where path = 'mine.md'\"); c.commit()"
 run sync; expect_rc 0 "sync once the row is gone"
 [ "$(q "select content from notes where path = 'mine.md'")" = "ours" ] || fail "mine.md after: $(q "select content from notes where path = 'mine.md'")"
