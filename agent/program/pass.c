@@ -259,8 +259,10 @@ run_free(struct run *r, char **skip, size_t nskip)
 
 /* META "full/APP": a sync --full of APP is under way (set before its
  * first write, gone once it finished) */
+/* META "full/APP": a full pass is under way (or was cut short);
+ * "held/APP": the last pass held deletes the brake tripped on */
 struct full_mark {
-	const char *app;
+	const char *what, *app;
 	bool on;
 };
 
@@ -270,7 +272,7 @@ full_mark_body(struct tend_txn *txn, void *arg)
 	struct full_mark *m = arg;
 	char key[300];
 
-	snprintf(key, sizeof key, "full/%s", m->app);
+	snprintf(key, sizeof key, "%s/%s", m->what, m->app);
 	if (m->on)
 		return tend_store_put(txn, TEND_T_META, key, strlen(key), "1",
 		    1);
@@ -279,31 +281,47 @@ full_mark_body(struct tend_txn *txn, void *arg)
 }
 
 static int
-full_mark(struct tend_ws *ws, const char *app, bool on)
+meta_mark(struct tend_ws *ws, const char *what, const char *app, bool on)
 {
-	struct full_mark m = {app, on};
+	struct full_mark m = {what, app, on};
 
 	return tend_store_write(tend_engine_store(ws->eng), full_mark_body, &m);
+}
+
+static int
+full_mark(struct tend_ws *ws, const char *app, bool on)
+{
+	return meta_mark(ws, "full", app, on);
+}
+
+static bool
+meta_marked(struct tend_txn *txn, const char *what, const char *app)
+{
+	struct tend_bytes v;
+	char key[300];
+
+	snprintf(key, sizeof key, "%s/%s", what, app);
+	return tend_store_get(txn, TEND_T_META, key, strlen(key), &v) == 0;
 }
 
 static bool
 full_marked(struct tend_txn *txn, const char *app)
 {
-	struct tend_bytes v;
-	char key[300];
-
-	snprintf(key, sizeof key, "full/%s", app);
-	return tend_store_get(txn, TEND_T_META, key, strlen(key), &v) == 0;
+	return meta_marked(txn, "full", app);
 }
 
 /* The delete brake, once `trip` says whether this pass's vanished items
  * are too many: their deletes are held (the pass reports them) unless
  * --allow-delete or an approve released them. Full and partial passes
  * trip it their own way. */
-static void
+static int
 brake(struct run *r, struct tend_app_result *res,
-    const struct tend_sync_opts *o, bool trip)
+    const struct tend_sync_opts *o, bool trip, bool held_before, bool all)
 {
+	/* held once, held until allowed: the next pass must not let them
+	 * go because it counts more items (a directory renamed: its new
+	 * files made the vanished ones less than half) */
+	trip |= held_before;
 	res->brake = trip && r->nvanished;
 	if (trip && !o->allow_delete && r->nvanished) {
 		res->held_deletes = r->nvanished;
@@ -311,6 +329,14 @@ brake(struct run *r, struct tend_app_result *res,
 		held_sources(res, r);
 	} else
 		res->gone_items = r->nvanished;
+	/* released by --allow-delete, or by a pass that saw every source
+	 * (`all`) with none vanished: a partial pass sees only its own */
+	bool release = held_before && !r->hold &&
+	    (o->allow_delete || (all && r->nvanished == 0));
+	if (o->preview || (r->hold == held_before) ||
+	    (held_before && !release))
+		return 0;
+	return meta_mark(r->ws, "held", r->app->name, r->hold);
 }
 
 int
@@ -361,6 +387,7 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 		goto out;
 	scan.txn = txn;
 	r.unsure = full_marked(txn, app->name);
+	bool held_before = meta_marked(txn, "held", app->name);
 	unsigned skipped = 0;
 	rc = tend_walk(r.source, &wo, on_file, &scan, &skipped);
 	if (scan.started)
@@ -403,7 +430,8 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	else
 		trip = (r.nvanished * 2 > nprev && r.nvanished >= 20) ||
 		    (r.nitems == 0 && nprev > 0);
-	brake(&r, res, o, trip);
+	if ((rc = brake(&r, res, o, trip, held_before, true)))
+		goto out;
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
 	current_run = &r;
 	/* a git target makes one commit per pass: one batch */
@@ -763,6 +791,7 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	wo.dir_arg = o->dir_arg;
 	if ((rc = tend_store_read_begin(tend_engine_store(ws->eng), &txn)))
 		goto out;
+	bool held_before = meta_marked(txn, "held", app->name);
 	/* the items that conflicted last time run again: the other
 	 * declaration may be gone */
 	struct tend_conflicts *was = o->preview ? NULL
@@ -830,7 +859,8 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	bool trip = app->max_delete >= 0
 	    ? r.nvanished > (size_t)app->max_delete
 	    : r.nvanished * 2 > nprev && r.nvanished >= 20;
-	brake(&r, res, o, trip);
+	if ((rc = brake(&r, res, o, trip, held_before, false)))
+		goto out;
 	struct partial pa = {&r};
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
 	current_run = &r;

@@ -74,6 +74,31 @@ expect_in "$ERR" "30 source items vanished" "held deletes reported"
 expect_file out/f0 0
 run sync --allow-delete; expect_rc 0 "--allow-delete releases"
 expect_gone out/f0; expect_file out/f35 35
+# held once, held until --allow-delete (a new user's trial, 2026-12-06:
+# a directory of 40 renamed, its deletes held, and the next plain sync
+# deleted them: the 40 new files made the 40 gone less than half)
+rm -rf out .tend src; mkdir -p src/old
+i=0; while [ $i -lt 40 ]; do printf "$i" > src/old/f$i; i=$((i+1)); done
+conf_site ""
+run sync; expect_rc 0 "brake: 40 files"
+mv src/old src/new
+run sync; expect_rc 1 "brake: a renamed directory"
+expect_in "$OUT" "40 deletes held" "brake: held"
+run plan; expect_in "$OUT" "40 held" "brake: plan still holds them"
+run sync; expect_rc 1 "brake: the next plain sync holds them still"
+expect_file out/old/f3 3
+run sync --allow-delete; expect_rc 0 "brake: released"
+expect_gone out/old/f3; expect_file out/new/f3 3
+mkdir src/more; i=0; while [ $i -lt 5 ]; do printf "$i" > src/more/m$i; i=$((i+1)); done
+rm src/new/f1; run sync; expect_rc 0 "brake: released for good (one delete)"
+expect_gone out/new/f1
+# (the rest of the brake tests start from the 40 files again)
+rm -rf out .tend src; mkdir src
+i=0; while [ $i -lt 40 ]; do printf "$i" > src/f$i; i=$((i+1)); done
+run sync; expect_rc 0 "brake: 40 files again"
+i=0; while [ $i -lt 40 ]; do rm src/f$i; i=$((i+1)); done
+i=35; while [ $i -lt 40 ]; do printf "$i" > src/f$i; i=$((i+1)); done
+run sync --allow-delete; expect_rc 0 "brake: back to 5"
 # an emptied source is braked whatever the count
 rm -f src/*
 run sync; expect_rc 1 "emptied source"
