@@ -60,6 +60,10 @@ struct appstate {
 	size_t ndirty;
 	bool full;
 	bool polled; /* watch limit hit: rescanned periodically */
+	/* its source directory is missing (deleted, unmounted): nothing
+	 * watches it, so a full pass looks for it every 2 s until it is
+	 * back (that pass's walk watches it again) */
+	bool missing;
 	uint64_t held;	/* source items whose deletes the brake holds */
 	char **held_src; /* ...their paths: part of every partial pass */
 	size_t nheld_src;

@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "agent_int.h"
+#include "pass.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +30,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -433,6 +435,14 @@ run_passes(struct agent *a, bool all)
 		else
 			rc = tend_app_sync_paths(a->ws, app, s->dirty, s->ndirty,
 			    &o, &res);
+		if (full) {
+			/* (a partial pass does not look at the root) */
+			char *src = path_join(a->ws->root, app->source);
+			struct stat st;
+
+			s->missing = stat(src, &st) != 0 || !S_ISDIR(st.st_mode);
+			free(src);
+		}
 		for (size_t k = 0; k < s->nheld_src; k++)
 			free(s->held_src[k]);
 		free(s->held_src);

@@ -356,7 +356,7 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 		bool polled = false;
 
 		for (size_t i = 0; i < a.napps; i++)
-			polled |= a.apps[i].polled;
+			polled |= a.apps[i].polled || a.apps[i].missing;
 		int wait = polled ? 2000 : -1;
 		if (a.settle_ms) {
 			uint64_t now = now_ms();
@@ -381,7 +381,8 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 		}
 		if (n == 0 && polled) {
 			for (size_t i = 0; i < a.napps; i++)
-				a.apps[i].full |= a.apps[i].polled;
+				a.apps[i].full |= a.apps[i].polled ||
+				    a.apps[i].missing;
 			run_passes(&a, false);
 			continue;
 		}

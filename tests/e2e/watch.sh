@@ -138,6 +138,13 @@ expect_in "$("$TEND" status)" "unsettled, $((held - 1)) deletes held" "the one b
 expect_in "$($CTL send approve)" "\"approved\": $((held - 1))" "approve counts every held delete"
 until_ '[ ! -e out/brake/f12 ] && [ ! -e out/brake/f29 ]' 'true' "approved deletes applied"
 [ "$(cat out/brake/f11)" = back ] && [ -e out/brake/f3 ] || fail "approve deleted too much"
+# the source directory goes away and is made again (a new directory: the
+# old one's watches do not see it): the agent looks for
+# it until it is back and follows it again (it waited for ever, watching
+# nothing: a new user's trial, 2026-12-06)
+until_ '"$TEND" status | grep -q "source src is missing"' 'mv src outside/away' "the source went"
+until_ '[ "$(cat out/back 2>/dev/null)" = back ]' 'cp -a outside/away outside/copy && printf "back\n" > outside/copy/back && mv outside/copy src' "the source made again"
+until_ '[ "$(cat out/later 2>/dev/null)" = later ]' 'printf "later\n" > src/later' "followed again"
 kill -TERM $AGENT; wait $AGENT
 run check; expect_rc 0 "no drift after the approved deletes"
 finish
