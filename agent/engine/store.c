@@ -1082,7 +1082,9 @@ tend_store_iter_init(struct tend_iter *it, struct tend_txn *t,
 		return mdb_fail(rc, "cursor");
 	it->txn = t;
 	it->cursor = c;
-	it->prefix = prefix;
+	it->prefix = plen <= sizeof it->pbuf ? it->pbuf : tend_xmalloc(plen);
+	if (plen)
+		memcpy((void *)it->prefix, prefix, plen);
 	it->plen = plen;
 	return 0;
 }
@@ -1127,6 +1129,9 @@ tend_store_iter_finish(struct tend_iter *it)
 	if (it->cursor)
 		mdb_cursor_close(it->cursor);
 	it->cursor = NULL;
+	if (it->prefix && it->prefix != it->pbuf)
+		free((void *)it->prefix);
+	it->prefix = NULL;
 }
 
 int

@@ -127,7 +127,11 @@ int tend_store_del_prefix(struct tend_txn *txn, enum tend_table t,
 struct tend_iter {
 	struct tend_txn *txn;
 	void *cursor;
+	/* a copy of the prefix (the caller's buffer may change: the walk's
+	 * key grew past its size on a long name and moved, and the
+	 * iterator read freed memory) */
 	const void *prefix;
+	unsigned char pbuf[48];
 	size_t plen;
 	bool started, done;
 };

@@ -122,4 +122,16 @@ run sync; expect_in "$OUT" "2 deleted; 18 files (1 read)" "chunks: deletes and a
 run sync; expect_in "$OUT" "0 deleted; 18 files (0 read)" "chunks: the vanished rows went"
 unset TEND_SIG_CHUNK
 run check; expect_rc 0 "chunks: check"
+# a directory name of 60 bytes or more: the walk's key buffer grew and
+# moved, and the signature rows' iterator kept reading its old bytes (a
+# use after free): every file after it was read again on every sync (a
+# new user's trial, 2026-12-06)
+mkdir "$WS/long" && cd "$WS/long" || exit 1
+long=bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb
+mkdir -p src/a "src/$long" src/zz
+echo 1 > src/a/f; echo 2 > "src/$long/g"; echo 3 > "src/$long/h"; echo 4 > src/zz/k
+old src/a/f "src/$long/g" "src/$long/h" src/zz/k
+conf_site ""
+run sync; expect_rc 0 "long: first sync"
+run sync; expect_in "$OUT" "4 files (0 read)" "long: nothing read again"
 finish
