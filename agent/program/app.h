@@ -141,6 +141,9 @@ struct tend_sync_opts {
 	bool preview;
 	bool allow_delete;
 	bool agent; /* the agent runs it: its messages say how to act there */
+	/* a partial pass whose paths hold every source whose delete is held
+	 * (the agent's): none vanished among them releases the brake */
+	bool held_included;
 	/* progress: called now and then during the walk */
 	void (*progress)(void *arg, const char *app, uint64_t scanned,
 	    uint64_t hashed);

@@ -859,7 +859,7 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	bool trip = app->max_delete >= 0
 	    ? r.nvanished > (size_t)app->max_delete
 	    : r.nvanished * 2 > nprev && r.nvanished >= 20;
-	if ((rc = brake(&r, res, o, trip, held_before, false)))
+	if ((rc = brake(&r, res, o, trip, held_before, o->held_included)))
 		goto out;
 	struct partial pa = {&r};
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};

@@ -429,6 +429,7 @@ run_passes(struct agent *a, bool all)
 			 * other paths (or apply, or go if they came back) */
 			for (size_t k = 0; k < s->nheld_src; k++)
 				mark_dirty(a, i, s->held_src[k]);
+		o.held_included = !full;
 		full |= s->full;
 		if (full)
 			rc = tend_app_sync(a->ws, app, &o, &res);

@@ -138,6 +138,13 @@ expect_in "$("$TEND" status)" "unsettled, $((held - 1)) deletes held" "the one b
 expect_in "$($CTL send approve)" "\"approved\": $((held - 1))" "approve counts every held delete"
 until_ '[ ! -e out/brake/f12 ] && [ ! -e out/brake/f29 ]' 'true' "approved deletes applied"
 [ "$(cat out/brake/f11)" = back ] && [ -e out/brake/f3 ] || fail "approve deleted too much"
+# held, then every one of them back: the hold ends there (a later single
+# delete is not held for want of a full pass)
+mkdir -p src/br2; for i in $(seq 1 30); do echo $i > src/br2/g$i; done
+until_ '[ -e out/br2/g30 ]' 'touch src/br2' "br2: 30 files applied"
+until_ '"$TEND" status | grep -q "deletes held"' "kill -STOP $AGENT; mv src/br2 outside/br2; kill -CONT $AGENT" "br2: the brake holds"
+until_ '! "$TEND" status | grep -q "deletes held"' 'mv outside/br2 src/br2' "br2: all back"
+until_ '[ ! -e out/br2/g7 ]' 'rm src/br2/g7' "br2: a later delete is not held"
 # the source directory goes away and is made again (a new directory: the
 # old one's watches do not see it): the agent looks for
 # it until it is back and follows it again (it waited for ever, watching
