@@ -118,6 +118,17 @@ tend_hasher_final(const struct tend_hasher *h)
 }
 
 struct tend_fp
+tend_fp_content(const void *p, size_t len)
+{
+	struct tend_hasher h;
+
+	tend_hasher_init(&h);
+	tend_hasher_begin_stream(&h);
+	tend_hasher_raw(&h, p, len);
+	return tend_hasher_final(&h);
+}
+
+struct tend_fp
 tend_fp_bytes(const void *p, size_t len)
 {
 	struct tend_hasher h;

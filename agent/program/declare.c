@@ -71,19 +71,6 @@ expand_name(struct tend_buf *out, const char *tmpl, const char *rel)
 
 static char *stage_path(struct run *r);
 
-/* The fingerprint of content as the fs connector and the walk compute it
- * (a streamed hash), so records agree however the bytes arrived. */
-static struct tend_fp
-tend_fp_bytes_stream(const void *data, size_t len)
-{
-	struct tend_hasher h;
-
-	tend_hasher_init(&h);
-	tend_hasher_begin_stream(&h);
-	tend_hasher_raw(&h, data, len);
-	return tend_hasher_final(&h);
-}
-
 static int
 declare_entry(struct tend_comp *c, struct run *r, const char *name,
     const char *src, const struct tend_fp *fp, uint64_t size, unsigned mode)
@@ -174,7 +161,7 @@ tend_plugin_entry(struct tend_comp *c, const struct tend_source_item *item,
 		rc = tend_error_set(TEND_ERROR, "stage %s: %s", path,
 		    strerror(errno));
 	} else {
-		fp = tend_fp_bytes_stream(data, len);
+		fp = tend_fp_content(data, len);
 		rc = declare_entry(c, r, name, path, &fp, len, mode & 07777);
 	}
 	if (fd >= 0)

@@ -156,12 +156,8 @@ static bool
 declared_content(const struct tend_entry_spec *e, const void *data,
     size_t len)
 {
-	struct tend_hasher h;
+	struct tend_fp fp = tend_fp_content(data, len);
 
-	tend_hasher_init(&h);
-	tend_hasher_begin_stream(&h);
-	tend_hasher_raw(&h, data, len);
-	struct tend_fp fp = tend_hasher_final(&h);
 	return tend_fp_equal(&fp, &e->fp);
 }
 
@@ -1933,15 +1929,9 @@ blob_fp(const git_blob *b, bool link)
 		    (size_t)git_blob_rawsize(b));
 		fp = tend_fs_link_fp(text ? text : "");
 		free(text);
-	} else {
-		struct tend_hasher hs;
-
-		tend_hasher_init(&hs);
-		tend_hasher_begin_stream(&hs);
-		tend_hasher_raw(&hs, git_blob_rawcontent(b),
+	} else
+		fp = tend_fp_content(git_blob_rawcontent(b),
 		    (size_t)git_blob_rawsize(b));
-		fp = tend_hasher_final(&hs);
-	}
 	return fp;
 }
 

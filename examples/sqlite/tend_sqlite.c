@@ -131,19 +131,6 @@ decode_spec(const void *p, size_t len, struct spec *s)
 	return true;
 }
 
-/* The fingerprint of bytes as tend fingerprints a file's content (a
- * streamed hash): a link's text gets one comparable with its row's. */
-static struct tend_fp
-fp_content(const void *p, size_t len)
-{
-	struct tend_hasher h;
-
-	tend_hasher_init(&h);
-	tend_hasher_begin_stream(&h);
-	tend_hasher_raw(&h, p, len);
-	return tend_hasher_final(&h);
-}
-
 /* ---- the container: key and value from the app's target ---- */
 
 /*
@@ -484,7 +471,7 @@ row_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 		 * digest column and check do */
 		a->link = true;
 		a->size = strlen(e.src);
-		a->fp = fp_content(e.src, a->size);
+		a->fp = tend_fp_content(e.src, a->size);
 	}
 	rec[0] = REC_VERSION;
 	memcpy(rec + 1, a->fp.b, 16);
@@ -838,7 +825,7 @@ read_content(const struct row_action *a, struct tend_buf *out, int max)
 		    "%s is larger than a row may hold (%d bytes)", a->src, max);
 	/* saved since it was declared: a row of other bytes than its
 	 * record says would be "in the way" of a retry after a kill */
-	struct tend_fp got = fp_content(out->ptr, out->len);
+	struct tend_fp got = tend_fp_content(out->ptr, out->len);
 	if (!tend_fp_equal(&got, &a->fp))
 		return tend_error_set(TEND_ERROR, "%s changed since tend "
 		    "read it: the next sync copies it again", a->src);
@@ -884,7 +871,7 @@ row_in_the_way(sqlite3 *db, struct stmts *s, const struct row_action *a)
 				SQLITE_TEXT
 			    ? (const void *)sqlite3_column_text(s->sel, 1)
 			    : sqlite3_column_blob(s->sel, 1);
-			got = fp_content(p ? p : "",
+			got = tend_fp_content(p ? p : "",
 			    (size_t)sqlite3_column_bytes(s->sel, 1));
 		} else {
 			const char *d = (const char *)sqlite3_column_text(
@@ -1170,7 +1157,7 @@ row_check(struct tend_handler *base, struct tend_context *ctx,
 		    ? (const void *)sqlite3_column_text(st, 2)
 		    : sqlite3_column_blob(st, 2);
 		size_t len = (size_t)sqlite3_column_bytes(st, 2);
-		struct tend_fp got = fp_content(p ? p : "", len);
+		struct tend_fp got = tend_fp_content(p ? p : "", len);
 		int want = h->spec.content == CONTENT_TEXT ? SQLITE_TEXT
 							   : SQLITE_BLOB;
 

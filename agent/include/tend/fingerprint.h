@@ -56,6 +56,9 @@ struct tend_fp tend_hasher_final(const struct tend_hasher *h);
 struct tend_fp tend_fp_bytes(const void *p, size_t len);
 struct tend_fp tend_fp_str(const char *s);
 struct tend_fp tend_fp_key(const struct tend_key *k);
+/* The fingerprint of a file's content as the walk and the connectors
+ * take it: its bytes streamed (tend_hasher_begin_stream, then raw). */
+struct tend_fp tend_fp_content(const void *p, size_t len);
 
 /* Fold `b` into `a`: the fingerprint of the pair (a, b). */
 struct tend_fp tend_fp_combine(const struct tend_fp *a,
