@@ -992,6 +992,33 @@ link_anon(int fd, int dirfd, const char *name)
 	return linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW);
 }
 
+/* Did compare_leaf find nothing at the name? */
+static bool
+says_absent(const struct tend_buf *why)
+{
+	return strncmp(why->ptr, TEND_CHECK_ABSENT,
+	    strlen(TEND_CHECK_ABSENT)) == 0;
+}
+
+/* Does `leaf` hold one of a never-written state's records (what an
+ * apply of it cut short wrote), or nothing any more (it went meanwhile)?
+ * Then it is nobody else's. */
+static bool
+holds_a_record(int dirfd, const char *leaf, const struct entry_action *a)
+{
+	struct tend_buf why = TEND_BUF_INIT;
+	bool mine = false;
+
+	for (size_t i = 0; !mine && i < a->nprev; i++) {
+		tend_buf_reset(&why);
+		mine = compare_leaf(dirfd, leaf, a->prev + REC_LEN * i,
+		    &why) == 0 || says_absent(&why);
+	}
+	tend_buf_release(&why);
+	tend_error_clear();
+	return mine;
+}
+
 /*
  * A fresh entry's name is taken: may the write replace what is there?
  * Only what is tend's: a file or link that holds the declared content
@@ -1020,42 +1047,16 @@ may_replace(int dirfd, const char *leaf, const struct entry_action *a)
 		    "a directory is in the way: " WAY_FIX);
 	make_record(rec, &a->spec.fp, a->spec.mode);
 	rc = compare_leaf(dirfd, leaf, rec, &why);
-	if (rc == 0) {
-		tend_buf_release(&why);
-		return ADOPTED;
-	}
-	for (size_t i = 0; rc == TEND_ECONFLICT && i < a->nprev; i++) {
-		tend_buf_reset(&why);
-		rc = compare_leaf(dirfd, leaf, a->prev + REC_LEN * i, &why);
-	}
-	bool gone = rc == TEND_ECONFLICT && why.ptr &&
-	    strncmp(why.ptr, TEND_CHECK_ABSENT,
-		strlen(TEND_CHECK_ABSENT)) == 0;
+	bool gone = rc == TEND_ECONFLICT && says_absent(&why);
 	tend_buf_release(&why);
 	tend_error_clear();
-	if (rc == 0 || gone)
+	if (rc == 0)
+		return ADOPTED;
+	if (gone || holds_a_record(dirfd, leaf, a))
 		return 0;
 	return tend_error_set(TEND_ERROR, "a %s tend has no record of "
 	    "writing is in the way: " WAY_FIX_FILE, S_ISREG(st.st_mode) ? "file"
 	    : S_ISLNK(st.st_mode) ? "symlink" : "special file");
-}
-
-/* Does `leaf` hold one of a never-written state's records (what an
- * apply of it cut short wrote)? */
-static bool
-holds_a_record(int dirfd, const char *leaf, const struct entry_action *a)
-{
-	struct tend_buf why = TEND_BUF_INIT;
-	bool mine = false;
-
-	for (size_t i = 0; !mine && i < a->nprev; i++) {
-		tend_buf_reset(&why);
-		mine = compare_leaf(dirfd, leaf, a->prev + REC_LEN * i,
-		    &why) == 0;
-	}
-	tend_buf_release(&why);
-	tend_error_clear();
-	return mine;
 }
 
 /* A symlink entry: a fresh one is made at its name (EEXIST when
