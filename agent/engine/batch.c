@@ -391,6 +391,7 @@ plan_event(struct tend_engine *eng, struct tend_comp *c, struct plan *p,
 		.error = kind != TEND_EV_ACTION_FAILED ? NULL
 			: p->error ? p->error : "failed",
 		.preview = c->pass->preview,
+		.forgotten = p->forgotten,
 	};
 
 	tend_key_format(&key, &p->key);
@@ -456,6 +457,8 @@ run_sinks(struct tend_engine *eng, struct batch *b)
 			p->status = res[j].status;
 			p->error = res[j].error;
 			p->child = res[j].child;
+			p->forgotten = p->is_delete && p->status == 0 &&
+			    res[j].left;
 			p->applied = true;
 			if (p->status && !p->error)
 				p->error = tend_xstrdup("sink failed");
@@ -936,6 +939,28 @@ preview_in_the_way(struct tend_engine *eng, struct pass *pass,
 	return way;
 }
 
+/*
+ * A preview of the delete of a state no write of which was confirmed:
+ * when its key holds none of its records (somebody else's file that was
+ * in the way, or nothing), the sink removes nothing and the state is
+ * forgotten. The plan says so rather than "delete".
+ */
+static bool
+preview_forgets(struct tend_engine *eng, struct plan *p)
+{
+	struct tend_handler *h = p->prov ? p->prov->handler : NULL;
+	struct tend_bytes *recs;
+	size_t n;
+
+	if (!p->never || !p->is_delete || p->item.container || !h)
+		return false;
+	recs = tend_xcalloc(p->item.nstates + 1, sizeof *recs);
+	n = tend_item_records(&p->item, recs);
+	bool none = tend_holds_none(eng, h, &p->key, recs, n, NULL);
+	free(recs);
+	return none;
+}
+
 static int
 process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 {
@@ -960,6 +985,10 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 			if (p->kind != PLAN_ACTION)
 				continue;
 			if (pass->preview && p->is_delete)
+				p->forgotten = preview_forgets(eng, p);
+			/* (what a forgotten state leaves stays in its
+			 * directory) */
+			if (pass->preview && p->is_delete && !p->forgotten)
 				note_gone(pass, p);
 			/* (a suspect's event waits for the pass's end) */
 			if (!pass->preview ||

@@ -280,24 +280,50 @@ visit(struct tend_engine *eng, struct tend_txn *txn, const char *app,
 	return more < 0 ? more : 0;
 }
 
+/* h's check of every record says the key holds something else or
+ * nothing; `r` gets the last check's reason */
+static bool
+none_held(struct tend_engine *eng, struct tend_handler *h,
+    const struct tend_key *key, const struct tend_bytes *recs, size_t n,
+    struct tend_buf *r)
+{
+	bool none = n > 0 && h && h->ops->check && h->ops->abi >= 2 &&
+	    (h->ops->flags & TEND_HANDLER_KEEPS_FOREIGN);
+
+	for (size_t i = 0; none && i < n; i++) {
+		tend_buf_reset(r);
+		int rc = h->ops->check(h, &eng->ctx, key, &recs[i], r);
+
+		/* an error says nothing of what is there */
+		none = rc == TEND_ECONFLICT && r->ptr;
+		tend_error_clear();
+	}
+	return none;
+}
+
+bool
+tend_holds_none(struct tend_engine *eng, struct tend_handler *h,
+    const struct tend_key *key, const struct tend_bytes *recs, size_t n,
+    bool *absent)
+{
+	struct tend_buf r = TEND_BUF_INIT;
+	bool none = none_held(eng, h, key, recs, n, &r);
+
+	if (absent)
+		*absent = none && starts(r.ptr, TEND_CHECK_ABSENT);
+	tend_buf_release(&r);
+	return none;
+}
+
 bool
 tend_foreign_at(struct tend_engine *eng, struct tend_handler *h,
     const struct tend_key *key, const struct tend_bytes *recs, size_t n,
     struct tend_buf *why)
 {
 	struct tend_buf r = TEND_BUF_INIT;
-	bool foreign = n > 0 && h && h->ops->check && h->ops->abi >= 2 &&
-	    (h->ops->flags & TEND_HANDLER_KEEPS_FOREIGN);
+	bool foreign = none_held(eng, h, key, recs, n, &r) &&
+	    !starts(r.ptr, TEND_CHECK_ABSENT);
 
-	for (size_t i = 0; foreign && i < n; i++) {
-		tend_buf_reset(&r);
-		int rc = h->ops->check(h, &eng->ctx, key, &recs[i], &r);
-
-		/* an error says nothing of what is there: not foreign */
-		foreign = rc == TEND_ECONFLICT && r.ptr &&
-		    !starts(r.ptr, TEND_CHECK_ABSENT);
-		tend_error_clear();
-	}
 	if (foreign && starts(r.ptr, TEND_CHECK_IN_THE_WAY))
 		tend_buf_puts(why, r.ptr);
 	else if (foreign)

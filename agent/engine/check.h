@@ -66,6 +66,17 @@ bool tend_foreign_at(struct tend_engine *eng, struct tend_handler *h,
     const struct tend_key *key, const struct tend_bytes *recs, size_t n,
     struct tend_buf *why);
 
+/*
+ * Does the key hold none of the n `recs` (somebody else's thing, or
+ * nothing)? Asked about the delete of a state no write of which was
+ * confirmed: the sink then removes nothing. `absent`, if not NULL, says
+ * whether the key holds nothing. false unless h keeps foreign things and
+ * has a check, or when a check fails.
+ */
+bool tend_holds_none(struct tend_engine *eng, struct tend_handler *h,
+    const struct tend_key *key, const struct tend_bytes *recs, size_t n,
+    bool *absent);
+
 /* A container's per-pass refresh of the same record: not an action a
  * user would want shown. */
 bool tend_event_is_refresh(const struct tend_event *ev);

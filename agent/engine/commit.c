@@ -927,6 +927,7 @@ phase2(struct tend_txn *txn, struct tend_comp *c, const struct tend_fp *tsid,
 	p->item = *it;
 	tend_fill_action(p, &out, prev, nprev, missing);
 	p->op = TEND_OP_DELETE;
+	p->never = never;
 	tend_append_state(c, &p->item, it, &out, missing);
 	return 0;
 }

@@ -185,6 +185,7 @@ struct plan {
 	char *error;
 	struct tend_handler *child;
 	bool applied;
+	bool forgotten; /* a delete that removes nothing (tend_event) */
 };
 
 struct tend_comp {

@@ -307,7 +307,7 @@ on_event(const struct tend_event *ev, void *arg)
 		/* every line plan shows is counted (a new target directory
 		 * too) */
 		c->plan_ops[ev->op == TEND_OP_CREATE ? 0
-		    : ev->op == TEND_OP_UPDATE ? 1 : 2]++;
+		    : ev->op == TEND_OP_UPDATE ? 1 : ev->forgotten ? 3 : 2]++;
 		if (ev->container && ev->invalidation == 2)
 			c->destructive = true;
 		tend_display_path(&path, ev->provider, ev->key);
@@ -317,7 +317,8 @@ on_event(const struct tend_event *ev, void *arg)
 			tend_buf_puts(b, b->len ? ",\n  {" : "\n  {");
 			tend_buf_printf(b, "\"op\": \"%s\", \"app\": ",
 			    ev->op == TEND_OP_CREATE ? "create"
-			    : ev->op == TEND_OP_UPDATE ? "update" : "delete");
+			    : ev->op == TEND_OP_UPDATE ? "update"
+			    : ev->forgotten ? "forget" : "delete");
 			tend_buf_json(b, ev->app);
 			tend_buf_puts(b, ", \"provider\": ");
 			tend_buf_json(b, ev->provider);
@@ -335,6 +336,8 @@ on_event(const struct tend_event *ev, void *arg)
 
 			if (ev->invalidation)
 				op = '!';
+			else if (ev->forgotten)
+				op = '=';
 			if (col)
 				color = op == '+' ? "\033[32m"
 				    : op == '~' ? "\033[33m"
@@ -348,6 +351,10 @@ on_event(const struct tend_event *ev, void *arg)
 					? "every entry is re-applied"
 					: "rebuilt from the declared entries "
 					  "only");
+			else if (ev->forgotten)
+				printf("%s=%s %s %s  (forgotten: tend never "
+				       "wrote what is there, and leaves it)\n",
+				    color, reset, ev->app, path.ptr);
 			else
 				printf("%s%c%s %s %s\n", color, op, reset,
 				    ev->app, path.ptr);
@@ -384,6 +391,8 @@ on_event(const struct tend_event *ev, void *arg)
 			c->created++;
 		else if (ev->op == TEND_OP_UPDATE)
 			c->updated++;
+		else if (ev->forgotten)
+			c->forgotten++;
 		else
 			c->deleted++;
 		if (c->tty && ++c->shown % 512 == 0) {
@@ -394,7 +403,8 @@ on_event(const struct tend_event *ev, void *arg)
 		}
 		if (c->verbose && !c->json) {
 			tend_display_path(&path, ev->provider, ev->key);
-			printf("%c %s %s\n", (char)ev->op, ev->app, path.ptr);
+			printf("%c %s %s\n", ev->forgotten ? '=' : (char)ev->op,
+			    ev->app, path.ptr);
 		}
 		break;
 	case TEND_EV_ACTION_FAILED:

@@ -90,7 +90,7 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 		struct tend_stats st;
 		struct forget f = {c->apps[i]};
 
-		c->deleted = c->failed = 0;
+		c->deleted = c->failed = c->forgotten = 0;
 		c->cur_app = c->apps[i];
 		struct unknown_root u = {ws->eng, NULL, false};
 		tend_engine_list(ws->eng, c->apps[i], find_unknown_root, &u);
@@ -129,15 +129,22 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 					"again)\n",
 			    c->apps[i], tend_error_last());
 			status = EXIT_FAIL;
-		} else if (!c->quiet && !c->json)
+		} else if (!c->quiet && !c->json && c->forgotten)
+			printf("%s: dropped, %llu target states reverted, %llu "
+			       "forgotten (not tend's: left as %s)\n",
+			    c->apps[i], (unsigned long long)c->deleted,
+			    (unsigned long long)c->forgotten,
+			    c->forgotten == 1 ? "it was" : "they were");
+		else if (!c->quiet && !c->json)
 			printf("%s: dropped, %llu target states reverted\n",
 			    c->apps[i], (unsigned long long)c->deleted);
 		if (c->json) {
 			tend_buf_puts(&out, i ? ",\n  {\"app\": " : "\n  {\"app\": ");
 			tend_buf_json(&out, c->apps[i]);
 			tend_buf_printf(&out, ", \"status\": %d, \"deleted\": %llu, "
-					      "\"failed\": %llu",
+					      "\"forgotten\": %llu, \"failed\": %llu",
 			    rc ? 1 : 0, (unsigned long long)c->deleted,
+			    (unsigned long long)c->forgotten,
 			    (unsigned long long)c->failed);
 			if (rc) {
 				tend_buf_puts(&out, ", \"error\": ");

@@ -60,6 +60,9 @@ tend_pass_json(struct tend_buf *b, const struct tend_pass *p)
 	if (p->links_skipped)
 		tend_buf_printf(b, ", \"symlinks_skipped\": %llu",
 		    (unsigned long long)p->links_skipped);
+	if (p->forgotten)
+		tend_buf_printf(b, ", \"forgotten\": %llu",
+		    (unsigned long long)p->forgotten);
 	if (p->error) {
 		tend_buf_puts(b, ", \"error\": ");
 		tend_buf_json(b, p->error);
@@ -72,6 +75,10 @@ tend_pass_text(struct tend_buf *b, const struct tend_pass *p)
 	tend_buf_printf(b, "%llu created, %llu updated, %llu deleted",
 	    (unsigned long long)p->created, (unsigned long long)p->updated,
 	    (unsigned long long)p->deleted);
+	if (p->forgotten)
+		tend_buf_printf(b, ", %llu forgotten (not tend's: left as "
+				   "%s)", (unsigned long long)p->forgotten,
+		    p->forgotten == 1 ? "it was" : "they were");
 	if (p->failed)
 		tend_buf_printf(b, ", %llu failed",
 		    (unsigned long long)p->failed);
@@ -104,6 +111,7 @@ tend_pass_from_json(struct tend_pass *p, const struct tend_json *j)
 	    .errors = N("errors"), .held_deletes = N("held_deletes"),
 	    .files = N("files"), .read = N("read"),
 	    .links_skipped = N("symlinks_skipped"),
+	    .forgotten = N("forgotten"),
 	    .error = tend_json_str(j, "error", NULL)};
 #undef N
 	/* a record of an older tend: seconds, no status */
@@ -177,7 +185,7 @@ settle(struct agent *a)
 
 struct pass_ctx {
 	struct agent *a;
-	uint64_t created, updated, deleted, failed, errors;
+	uint64_t created, updated, deleted, forgotten, failed, errors;
 	char *last_err; /* the log says why, once per reason in a row */
 	char *first_err; /* the pass's first failure, for status */
 	bool preview;		/* collecting a plan */
@@ -213,6 +221,8 @@ action_fields(struct tend_buf *b, const struct tend_event *ev)
 		if (ev->invalidation)
 			tend_buf_printf(b, ", \"invalidation\": \"%s\"",
 			    ev->invalidation == 1 ? "lossy" : "destructive");
+		if (ev->forgotten)
+			tend_buf_puts(b, ", \"forgotten\": true");
 	}
 	if (ev->component) {
 		tend_buf_puts(b, ", \"component\": ");
@@ -284,6 +294,8 @@ on_engine_event(const struct tend_event *ev, void *arg)
 				pc->created++;
 			else if (ev->op == TEND_OP_UPDATE)
 				pc->updated++;
+			else if (ev->forgotten)
+				pc->forgotten++;
 			else
 				pc->deleted++;
 		}
@@ -474,7 +486,8 @@ run_passes(struct agent *a, bool all)
 			s->components = 1 + (app->target == TEND_TARGET_FILE
 				? 1 : (int64_t)res.files);
 		} else if (s->states >= 0) {
-			s->states += (int64_t)pc.created - (int64_t)pc.deleted;
+			s->states += (int64_t)pc.created -
+			    (int64_t)(pc.deleted + pc.forgotten);
 			s->components += (int64_t)res.new_items -
 			    (int64_t)res.gone_items;
 		}
@@ -491,7 +504,8 @@ run_passes(struct agent *a, bool all)
 		struct tend_pass ps = {.time = (long long)time(NULL),
 		    .ms = a->last_pass_ms, .status = rc ? 1 : 0,
 		    .created = pc.created, .updated = pc.updated,
-		    .deleted = pc.deleted, .failed = pc.failed,
+		    .deleted = pc.deleted, .forgotten = pc.forgotten,
+		    .failed = pc.failed,
 		    .errors = pc.errors, .held_deletes = res.held_deletes,
 		    .files = res.files, .read = res.hashed,
 		    /* failed and errors count what the pass's own

@@ -53,6 +53,9 @@ struct tend_pass {
 	uint64_t ms;	 /* how long it took */
 	int status;	 /* 0 ok; 1 something failed or deletes were held */
 	uint64_t created, updated, deleted;
+	/* deletes that removed nothing: the state was never tend's to
+	 * write there (what was in the way stays) */
+	uint64_t forgotten;
 	uint64_t failed; /* actions that could not be applied */
 	uint64_t errors; /* declarations that failed (nothing of them applied) */
 	uint64_t held_deletes; /* source items whose deletes the brake holds */

@@ -1224,7 +1224,9 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 }
 
 /* `c` holds the directories of the previous entry of the batch: the
- * ones this entry shares are not opened again. */
+ * ones this entry shares are not opened again. LEFT_AS_IS: a delete
+ * found nothing of the entry's at its name and removed nothing. */
+#define LEFT_AS_IS 1
 static int
 apply_entry(int root, int stagefd, const struct entry_action *a, bool sync,
     struct chain *c)
@@ -1249,7 +1251,8 @@ apply_entry(int root, int stagefd, const struct entry_action *a, bool sync,
 	if (a->del) {
 		if (rc == TEND_ENOTFOUND) {
 			tend_error_clear();
-			return 0; /* deleting inside a gone directory */
+			/* deleting inside a gone directory */
+			return a->fresh ? LEFT_AS_IS : 0;
 		}
 		if (rc == 0) {
 			int dfd = c->fd[c->n - 1];
@@ -1262,10 +1265,13 @@ apply_entry(int root, int stagefd, const struct entry_action *a, bool sync,
 			/* a directory at an entry's name is not tend's (it
 			 * writes files and links there), nor, at a state
 			 * never written, what holds none of its records:
-			 * tend's state goes, what is there stays */
-			if (there && (S_ISDIR(st.st_mode) ||
-				(a->fresh && !holds_a_record(dfd, leaf, a))))
-				return 0;
+			 * tend's state goes, what is there stays (and a
+			 * state never written at a free name had nothing
+			 * there to remove) */
+			if (there ? S_ISDIR(st.st_mode) ||
+				(a->fresh && !holds_a_record(dfd, leaf, a))
+				  : a->fresh)
+				return LEFT_AS_IS;
 			if (INJECTED("unlink", a->name) ||
 			    (unlinkat(dfd, leaf, 0) != 0 && errno != ENOENT))
 				rc = tend_error_set(TEND_ERROR, "unlink: %s",
@@ -1405,8 +1411,13 @@ apply_share(struct share *sh)
 	for (size_t i = sh->from; i < sh->to; i++) {
 		int rc;
 
-		if (in_round(sh, i) && (rc = apply_entry(sh->root, sh->stagefd,
-					    sh->actions[i], sh->sync, &c)))
+		if (!in_round(sh, i))
+			continue;
+		rc = apply_entry(sh->root, sh->stagefd, sh->actions[i],
+		    sh->sync, &c);
+		if (rc == LEFT_AS_IS)
+			sh->results[i].left = true;
+		else if (rc)
 			/* the engine names the entry */
 			tend_apply_fail(&sh->results[i], rc, "%s",
 			    tend_error_last());

@@ -2237,15 +2237,17 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			}
 		} else {
 			git_tree_entry *e = NULL;
-			bool foreign = a->fresh && tip &&
-			    git_tree_entry_bypath(&e, tip, path.ptr) == 0 &&
-			    entry_in_the_way(repo, a, e, NULL, NULL, 0,
-				path.ptr);
+			bool there = a->fresh && tip &&
+			    git_tree_entry_bypath(&e, tip, path.ptr) == 0;
+			bool foreign = there && entry_in_the_way(repo, a, e,
+			    NULL, NULL, 0, path.ptr);
 
 			git_tree_entry_free(e);
 			git_error_clear();
-			if (foreign) {
-				/* never tend's: its state goes, it stays */
+			if (a->fresh && (foreign || !there)) {
+				/* never tend's, or nothing there: its state
+				 * goes, what is there stays */
+				results[idx[i]].left = true;
 				free(ups[k].path);
 				nu--;
 				continue;

@@ -1015,6 +1015,7 @@ apply_group(struct tend_context *ctx, struct row_action **group,
 		else if (a->del && rc == TEND_ECONFLICT) {
 			/* a row tend never wrote: the state goes, it stays */
 			tend_error_clear();
+			res[i]->left = true;
 			continue;
 		} else if (a->del && !table_exists(db, a->h->table)) {
 			tend_error_clear();
@@ -1022,6 +1023,8 @@ apply_group(struct tend_context *ctx, struct row_action **group,
 		}
 		if (rc)
 			row_fail(res[i], a, rc, "");
+		else if (a->del && a->fresh && sqlite3_changes(db) == 0)
+			res[i]->left = true; /* no row was there */
 	}
 	stmts_reset(&s);
 	if (sqlite3_get_autocommit(db)) {

@@ -188,7 +188,18 @@ printf 'MINE\n' > out/a; ln -s elsewhere out/l; mkdir out/c; printf 'in c\n' > o
 conf_site ""
 run sync; expect_rc 1 "gone: in the way"
 rm src/a src/l src/c
+# ... and the reports say so: the states are forgotten, nothing deleted
+run plan; expect_rc 3 "gone: plan"
+expect_in "$OUT" "= site out/a  (forgotten: tend never wrote what is there, and leaves it)" "gone: plan forgets a"
+expect_in "$OUT" "= site out/l" "gone: plan forgets the link's state"
+expect_in "$OUT" "= site out/c" "gone: plan forgets c"
+expect_not_in "$OUT" "- site out/" "gone: plan promises no delete"
+expect_in "$OUT" "0 to delete, 3 to forget (not tend's: left as they are)" "gone: plan's summary"
+run plan --json; json_ok "$OUT"
+expect_in "$OUT" '"op": "forget"' "gone: plan --json"; expect_in "$OUT" '"delete": 0, "forget": 3' "gone: plan --json counts"
 run sync; expect_rc 0 "gone: the sources went"
+expect_in "$OUT" "0 deleted, 3 forgotten (not tend's: left as they were)" "gone: sync says nothing was deleted"
+run status; expect_in "$OUT" "3 forgotten" "gone: status"
 expect_file out/a MINE
 [ "$(readlink out/l)" = elsewhere ] || fail "gone: the user's link was removed"
 expect_file out/c/x 'in c'
@@ -198,6 +209,7 @@ run ls site; expect_not_in "$OUT" "out/a" "gone: the state went"
 printf 'src a\n' > src/a
 run sync; expect_rc 1 "gone: back, in the way again"
 run drop site; expect_rc 0 "gone: drop"
+expect_in "$OUT" "1 forgotten (not tend's: left as it was)" "gone: drop says a stays"
 expect_file out/a MINE
 expect_gone out/b
 # a cut-short first write of tend's own bytes is still tend's to delete
@@ -205,7 +217,11 @@ rm -rf src out .tend; mkdir src; printf 'tend wrote\n' > src/k
 conf_site ""
 TEND_FAILPOINTS='lmdb-commit~settle@2=kill' run sync; expect_rc 137 "gone: killed before the settle"
 expect_file out/k 'tend wrote'
-rm src/k; run sync; expect_rc 0 "gone: its source went"
+rm src/k
+run plan; expect_in "$OUT" "- site out/k" "gone: plan deletes tend's cut-short write"
+expect_in "$OUT" "1 to delete." "gone: plan counts the delete"
+run sync; expect_rc 0 "gone: its source went"
+expect_in "$OUT" "1 deleted;" "gone: sync counts the delete"
 expect_gone out/k
 # git: another author's entry that was in the way stays in the ref
 rm -rf src out .tend; mkdir src
@@ -218,7 +234,10 @@ printf 'theirs\n' > wt/t; printf 'theirs u\n' > wt/u
 git -C wt add . && git -C wt commit -qm user && git -C wt push -q origin pages || fail "the user's commit"
 printf 'ours t\n' > src/t; printf 'ours u\n' > src/u
 run sync; expect_rc 1 "git gone: in the way"
-rm src/t; run sync; expect_rc 1 "git gone: the source went (u still in the way)"
+rm src/t
+run plan; expect_in "$OUT" "\"):t  (forgotten: tend never wrote" "git gone: plan forgets t"
+run sync; expect_rc 1 "git gone: the source went (u still in the way)"
+expect_in "$OUT" "0 deleted, 1 forgotten" "git gone: sync forgets t"
 [ "$(git -C repo.git show pages:t)" = theirs ] || fail "git gone: the other author's t was deleted"
 run drop g; expect_rc 0 "git gone: drop"
 [ "$(git -C repo.git show pages:u)" = 'theirs u' ] || fail "git gone: drop deleted the other author's u"

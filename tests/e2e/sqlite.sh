@@ -192,7 +192,10 @@ expect_in "$ERR" "a row tend has no record of writing is in the way" "sync says 
 run check; expect_rc 1 "check: in the way"; expect_in "$OUT" "mine.md: in the way" "check names the row"
 # its source gone, the user's row stays (it was deleted: a new user's
 # trial, 2026-12-06); then the source is back, in the way again
-rm notes/mine.md; run sync; expect_rc 0 "the source of a row in the way went"
+rm notes/mine.md
+run plan; expect_in "$OUT" "1 to forget" "plan: the row's state is forgotten, not deleted"
+run sync; expect_rc 0 "the source of a row in the way went"
+expect_in "$OUT" "0 deleted, 1 forgotten" "sync: the row's state forgotten"
 [ "$(q "select content from notes where path = 'mine.md'")" = "my row" ] || fail "the user's row was deleted: $(q "select content from notes where path = 'mine.md'")"
 echo ours > notes/mine.md
 run sync; expect_rc 1 "sync: in the way again"

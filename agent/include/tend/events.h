@@ -66,6 +66,10 @@ struct tend_event {
 	const char *error;
 	const struct tend_stats *stats; /* PASS_FINISHED */
 	bool preview;
+	/* a delete (TEND_OP_DELETE) that removes nothing: the state is
+	 * forgotten, what is at its key is not tend's and stays (APPLIED:
+	 * the sink said so; PLANNED in a preview: the handler's check) */
+	bool forgotten;
 };
 
 typedef void tend_event_fn(const struct tend_event *ev, void *arg);

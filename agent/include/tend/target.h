@@ -213,6 +213,12 @@ struct tend_apply_result {
 	/* For a container action that created or kept the container: the
 	 * child handler (the engine owns it afterwards). NULL otherwise. */
 	struct tend_handler *child;
+	/* A delete that left the key as it was: nothing of the state's was
+	 * there (a state no write of which was confirmed, at a key that
+	 * holds none of its records, or nothing). The state is forgotten;
+	 * reports do not call it a delete. (Added in ABI 2; a sink that
+	 * never sets it has each of its deletes reported as one.) */
+	bool left;
 };
 
 /*
