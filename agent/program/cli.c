@@ -304,10 +304,13 @@ on_event(const struct tend_event *ev, void *arg)
 		if (!ev->preview || tend_event_is_refresh(ev))
 			break;
 		c->pending = true;
-		/* every line plan shows is counted (a new target directory
-		 * too) */
-		c->plan_ops[ev->op == TEND_OP_CREATE ? 0
-		    : ev->op == TEND_OP_UPDATE ? 1 : ev->forgotten ? 3 : 2]++;
+		/* counted as sync counts what it applies: the entries, and
+		 * a container's delete (a new target directory is listed,
+		 * not counted: sync's "2 created" is plan's "2 to create") */
+		if (tend_event_counts(ev))
+			c->plan_ops[ev->op == TEND_OP_CREATE ? 0
+			    : ev->op == TEND_OP_UPDATE ? 1
+			    : ev->forgotten ? 3 : 2]++;
 		if (ev->container && ev->invalidation == 2)
 			c->destructive = true;
 		tend_display_path(&path, ev->provider, ev->key);

@@ -143,7 +143,7 @@ export TEND_MAP_SIZE=1048576
 run plan; expect_rc 3 "plan of 3000 new files on a 1 MiB map"
 n=$(printf '%s\n' "$OUT" | grep -c '^+ big bigout/f')
 [ "$n" = 3000 ] || fail "plan on a small map listed $n of 3000 files"
-expect_in "$OUT" "Plan: 3001 to create, 0 to update, 0 to delete." "the whole plan"
+expect_in "$OUT" "Plan: 3000 to create, 0 to update, 0 to delete." "the whole plan"
 # a preview that fills the map anyway (a full disk) says so, and its
 # last line does not pass for the whole plan
 TEND_FAILPOINTS=map-full@1000 run plan; expect_rc 1 "plan on a full map"
@@ -156,4 +156,18 @@ run sync -q; expect_rc 0 "sync of 3000 files on a 1 MiB map (it grows)"
 [ "$(ls bigout | wc -l)" = 3000 ] || fail "bigout has $(ls bigout | wc -l) files"
 run plan; expect_rc 0 "plan after it"; expect_in "$OUT" "No changes" "plan after the big sync"
 unset TEND_MAP_SIZE
+
+# plan's counts are the sync's that follows (plan counted the new target
+# directory as a create, sync did not: "3 to create", then "2 created")
+rm -rf big bigout .tend; mkdir -p two; printf 'a\n' > two/a; printf 'b\n' > two/b
+printf '[app "two"]\n\tsource = two\n\ttarget = dir:twoout\n' > tend.conf
+same_counts() {
+	run plan; p=$(printf '%s\n' "$OUT" | sed -n 's/^Plan: \([0-9]*\) to create, \([0-9]*\) to update, \([0-9]*\) to delete.*/\1 \2 \3/p')
+	expect_in "$OUT" "$2" "$1: plan"
+	run sync; s=$(printf '%s\n' "$OUT" | sed -n 's/^two: \([0-9]*\) created, \([0-9]*\) updated, \([0-9]*\) deleted.*/\1 \2 \3/p')
+	[ -n "$p" ] && [ "$p" = "$s" ] || fail "$1: plan counted '$p', sync '$s'"
+}
+same_counts "first sync" "+ two twoout/"
+printf '[app "two"]\n\tsource = two\n\ttarget = dir:twoout2\n' > tend.conf
+same_counts "target moved" "- two twoout/"
 finish
