@@ -165,6 +165,8 @@ TEND_HIDDEN void arm_timer(struct agent *a);
 /* A window already over: passes as soon as the timer is armed. */
 TEND_HIDDEN void due_now(struct agent *a);
 TEND_HIDDEN void settle(struct agent *a);
+/* Store app i's last pass for tend status (in the deferred settle) */
+TEND_HIDDEN void keep_last_pass(struct agent *a, size_t i);
 /* The engine's event callback (tend_engine_subscribe). */
 TEND_HIDDEN void engine_event(const struct tend_event *ev, void *arg);
 /* A pass of each app with something queued (of every app if `all`). */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "inspect.h"
@@ -17,6 +18,8 @@
 
 struct forget {
 	const char *app;
+	/* after the drop: what status says of the app's last pass */
+	const char *dropped;
 };
 
 static int
@@ -32,7 +35,10 @@ forget_body(struct tend_txn *txn, void *arg)
 	rc = tend_store_del_prefix(txn, TEND_T_SIG, p.ptr, p.len);
 	tend_buf_release(&p);
 	snprintf(key, sizeof key, "last/%s", f->app);
-	if (rc == 0)
+	if (rc == 0 && f->dropped)
+		rc = tend_store_put(txn, TEND_T_META, key, strlen(key),
+		    f->dropped, strlen(f->dropped));
+	else if (rc == 0)
 		rc = tend_store_del(txn, TEND_T_META, key, strlen(key));
 	return rc;
 }
@@ -88,7 +94,7 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 		tend_buf_puts(&out, "{\"apps\": [");
 	for (size_t i = 0; i < c->napps; i++) {
 		struct tend_stats st;
-		struct forget f = {c->apps[i]};
+		struct forget f = {c->apps[i], NULL};
 
 		c->deleted = c->failed = c->forgotten = 0;
 		c->cur_app = c->apps[i];
@@ -116,6 +122,14 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 		if (rc == 0)
 			rc = tend_engine_drop(ws->eng, c->apps[i], &st);
 		flush_same_errors(c);
+		/* status then says "dropped", not "never synced" */
+		char rec[160];
+		snprintf(rec, sizeof rec, "{\"time\": %lld, \"dropped\": true, "
+		    "\"deleted\": %llu, \"forgotten\": %llu}",
+		    (long long)time(NULL), (unsigned long long)c->deleted,
+		    (unsigned long long)c->forgotten);
+		/* (an app that left tend.conf leaves status with it) */
+		f.dropped = a ? rec : NULL;
 		if (rc == 0)
 			rc = tend_store_write(tend_engine_store(ws->eng),
 			    forget_body, &f);

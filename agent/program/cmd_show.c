@@ -514,6 +514,8 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 				tend_pass_from_json(&p, last);
 				tend_buf_putc(&out, '{');
 				tend_pass_json(&out, &p);
+				if (tend_json_bool(last, "dropped", false))
+					tend_buf_puts(&out, ", \"dropped\": true");
 				tend_buf_printf(&out, ", \"by\": \"%s\"}",
 				    last == al ? "agent" : "store");
 				tend_buf_printf(&out, ", \"later_pass_unfinished\": "
@@ -547,7 +549,22 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 			if (held)
 				tend_buf_printf(&t, ", %lld delete%s held", held,
 				    held == 1 ? "" : "s");
-			if (last) {
+			if (last && tend_json_bool(last, "dropped", false)) {
+				struct tend_pass p;
+
+				/* tend drop's record: the app's states went */
+				tend_pass_from_json(&p, last);
+				tend_buf_puts(&t, "; dropped ");
+				put_when(&t, p.time);
+				tend_buf_printf(&t, " (%llu target states "
+						    "reverted", (unsigned long
+							long)p.deleted);
+				if (p.forgotten)
+					tend_buf_printf(&t, ", %llu forgotten",
+					    (unsigned long long)p.forgotten);
+				tend_buf_puts(&t, "): tend sync declares it "
+						  "again");
+			} else if (last) {
 				struct tend_pass p;
 
 				tend_pass_from_json(&p, last);

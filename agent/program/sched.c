@@ -518,6 +518,7 @@ run_passes(struct agent *a, bool all)
 		free(s->last);
 		s->last = tend_xmalloc(pj.len + 3);
 		snprintf(s->last, pj.len + 3, "{%s}", pj.ptr);
+		keep_last_pass(a, i);
 		tend_buf_puts(&line, "{\"event\": \"pass_finished\", \"app\": ");
 		tend_buf_json(&line, app->name);
 		tend_buf_printf(&line, ", \"seq\": %llu, %s}\n",

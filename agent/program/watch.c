@@ -279,19 +279,19 @@ put_last(struct tend_txn *txn, void *arg)
 	    strlen(lp->text));
 }
 
-/* `tend status` without an agent shows each app's last pass: the agent's
- * are kept when it stops (with its last settle: no flush of their own). */
-static void
-keep_last_passes(struct agent *a)
+/* `tend status` without an agent shows each app's last pass: the agent
+ * keeps each in the store as the pass ends, with the pass's deferred
+ * settle (no flush of its own), so that even after a kill -9 status shows
+ * the agent's last settled pass, not an older one-shot sync's. */
+void
+keep_last_pass(struct agent *a, size_t i)
 {
-	for (size_t i = 0; i < a->napps; i++) {
-		struct last_pass lp = {a->ws->cfg.apps[i].name, a->apps[i].last};
+	struct last_pass lp = {a->ws->cfg.apps[i].name, a->apps[i].last};
 
-		if (lp.text && tend_store_write_settle(
-				   tend_engine_store(a->ws->eng), put_last, &lp))
-			logf_(a, ALOG_WARN, "%s: keeping its last pass: %s", lp.app,
-			    tend_error_last());
-	}
+	if (lp.text && tend_store_write_settle(tend_engine_store(a->ws->eng),
+			   put_last, &lp))
+		logf_(a, ALOG_WARN, "%s: keeping its last pass: %s", lp.app,
+		    tend_error_last());
 }
 
 /* ---- the main loop ---- */
@@ -442,8 +442,7 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 		}
 	}
 	logf_(&a, ALOG_INFO, "stopping");
-	keep_last_passes(&a);
-	settle(&a);
+	settle(&a); /* (each app's last pass with it) */
 	rc = 0;
 out:
 	for (int i = 0; i < MAX_CLIENTS; i++)

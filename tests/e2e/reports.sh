@@ -283,4 +283,25 @@ run watch --help
 expect_in "$OUT" "re-scans" "watch --help: a directory move re-scans its subtree"
 expect_not_in "$OUT" "directory moves, overflows" "watch --help: moves are no full pass"
 expect_in "$OUT" ".tend/write.lock" "watch --help names the lock"
+# ---- status after the agent was killed: its last pass, not the one-shot
+# sync's before it (the agent kept its passes only when it stopped) ----
+rm -rf src out kout .tend; mkdir src; printf 'x\n' > src/x; printf 'z\n' > src/z
+printf '[tend]\n\tdebounce = 0\n[app "k"]\n\tsource = src\n\ttarget = dir:kout\n' > tend.conf
+run sync; expect_in "$OUT" "k: 2 created" "the one-shot sync"
+start_agent
+$CTL until 'test -f kout/y' -- "printf 'y\n' > src/y" || fail "the agent's pass"
+$CTL send settle >/dev/null || fail "settle"
+kill -KILL $AGENT; wait $AGENT 2>/dev/null; AGENT=
+run status; expect_in "$OUT" "agent: not running" "status after the kill"
+expect_in "$OUT" "last pass" "status shows a pass"
+expect_in "$OUT" ": 1 created, 0 updated, 0 deleted;" "status shows the agent's last pass"
+expect_not_in "$OUT" "2 created" "not the one-shot sync's"
+# after a drop: "dropped", not "never synced"
+run drop k; expect_rc 0 "drop k"
+run status; expect_in "$OUT" "k: 0 target states, 0 unsettled; dropped " "status after a drop"
+expect_in "$OUT" "(4 target states reverted): tend sync declares it again" "status after a drop says what went"
+expect_not_in "$OUT" "never synced" "not never synced"
+run status --json; jcheck "$OUT" 'd["apps"][0]["last"]["dropped"] is True' "status --json after a drop"
+run sync; expect_in "$OUT" "k: 3 created" "sync after the drop"
+run status; expect_not_in "$OUT" "dropped" "a sync's pass replaces the drop's"
 finish

@@ -212,7 +212,8 @@ for p in $dead; do
 	[ ! -e .tend/tmp/$p ] || fail "dead process $p's exec outputs kept"
 done
 # status after a killed agent: its passes applied, so "never synced" is
-# not true (an agent keeps its last passes in the store when it exits)
+# not true (an agent keeps each pass in the store as the pass settles;
+# a request to it, here "ready"'s status, settles the last one)
 rm -rf .tend out gen src && mkdir src && echo x > src/x
 printf '[app "site"]\n\tsource = src\n\ttarget = dir:out\n' > tend.conf
 run status; expect_in "$OUT" "site: 0 target states, 0 unsettled; never synced" "a new app"
@@ -223,7 +224,8 @@ kill -KILL $agent; wait $agent 2>/dev/null
 expect_file out/x x
 run status
 expect_not_in "$OUT" "never synced" "status after a killed agent"
-expect_in "$OUT" "site: 2 target states, 0 unsettled; last pass not recorded" "says the record was lost"
+expect_in "$OUT" "site: 2 target states, 0 unsettled; last pass " "shows the agent's pass"
+expect_in "$OUT" ": 1 created, 0 updated, 0 deleted;" "the agent's pass"
 # an apply killed after its pending record, then the source's declaration
 # fails: the state stays unsettled (nothing declares a value to settle
 # it with), check says so, and the first pass whose declaration succeeds
