@@ -126,6 +126,31 @@ header_fits(const struct tend_buf *h, size_t cols)
 	return n;
 }
 
+/* a pass that forgot states tend never wrote (their files stay) says so
+ * apart from its deletes */
+static void
+test_last_pass_forgotten(void **state)
+{
+	struct tm_model m;
+	struct tend_buf h = TEND_BUF_INIT;
+
+	(void)state;
+	tm_init(&m, "/w");
+	tm_connected(&m);
+	tm_feed(&m, "{\"event\": \"status\", \"pid\": 7, \"state\": "
+		    "\"watching\", \"uptime_ms\": 1000, \"passes\": 1, "
+		    "\"watches\": 1, \"overflows\": 0, \"queue\": 0, "
+		    "\"apps\": []}", 1);
+	tm_feed(&m, "{\"event\": \"pass_finished\", \"app\": \"site\", "
+		    "\"seq\": 1, \"created\": 0, \"updated\": 0, "
+		    "\"deleted\": 0, \"forgotten\": 2, \"ms\": 3}", 1);
+	tm_header(&m, 1, 120, &h);
+	if (!strstr(h.ptr, "site: +0 ~0 -0 =2, 0 failed"))
+		fail_msg("no forgotten count in\n%s", h.ptr);
+	tend_buf_release(&h);
+	tm_free(&m);
+}
+
 /* issue 15: at 80 columns the header cut "queue" and "passes" */
 static void
 test_header_fits_80_columns(void **state)
@@ -781,6 +806,7 @@ main(void)
 		cmocka_unit_test(test_filter_keys),
 		cmocka_unit_test(test_command_keys),
 		cmocka_unit_test(test_header_fits_80_columns),
+		cmocka_unit_test(test_last_pass_forgotten),
 		cmocka_unit_test(test_apps_with_errors_first),
 		cmocka_unit_test(test_paused_hint_only_when_pending),
 		cmocka_unit_test(test_approve_says_what_was_held),

@@ -452,10 +452,15 @@ queue_set(struct tm_model *m, const char *app, unsigned long long n)
 static void
 pass_line(struct tm_model *m, const struct tend_json *j)
 {
+	double forgotten = tend_json_num(j, "forgotten", 0);
+	/* =N: states forgotten, what was at their names left as it was */
 	int n = snprintf(m->last, sizeof m->last,
 	    "%s: +%.0f ~%.0f -%.0f", tend_json_str(j, "app", "?"),
 	    tend_json_num(j, "created", 0), tend_json_num(j, "updated", 0),
 	    tend_json_num(j, "deleted", 0));
+	if (n > 0 && forgotten > 0 && (size_t)n < sizeof m->last)
+		n += snprintf(m->last + n, sizeof m->last - (size_t)n,
+		    " =%.0f", forgotten);
 	double failed = tend_json_num(j, "failed", 0) +
 	    tend_json_num(j, "errors", 0);
 	double held = tend_json_num(j, "held_deletes", 0);
