@@ -108,6 +108,7 @@ struct agent {
 	uint64_t ticks; /* orders client activity */
 	uint64_t first_ms, last_ms; /* debounce window */
 	uint64_t settle_ms;	    /* commit a deferred settle then */
+	uint64_t poll_ms;	    /* next rescan of polled/missing apps */
 	uint64_t settle_wait;	    /* SETTLE_MS */
 	bool paused, stop, reload;
 	bool forced; /* `sync` while paused: one round of passes anyway */
@@ -152,6 +153,7 @@ TEND_HIDDEN size_t nwatches(struct agent *a);
 TEND_HIDDEN void on_walk_dir(void *arg, const char *rel);
 /* Queue `rel` (a file, or "dir/" for a subtree) for app's next pass. */
 TEND_HIDDEN void mark_dirty(struct agent *a, size_t app, const char *rel);
+TEND_HIDDEN void unwatch_tree(struct agent *a, size_t app, const char *rel);
 /* Read the inotify fd dry; then arm the debounce timer. */
 TEND_HIDDEN void on_inotify(struct agent *a);
 

@@ -164,6 +164,7 @@ struct tend_app_result {
 	uint64_t gone_items;   /* source items vanished (deletes not held) */
 	bool brake;	       /* the delete brake tripped (held or allowed) */
 	char *error;	       /* app-level failure (NULL if none) */
+	bool source_missing;   /* ...because the source directory was */
 	/* preview: the target entries whose deletes the brake holds, as
 	 * plan shows paths ("out/a.md") */
 	char **held;

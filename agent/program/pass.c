@@ -30,6 +30,7 @@
 #include "check.h"
 #include "fs.h"
 #include "inspect.h"
+#include "tend/failpoint.h"
 #include "tend/status.h"
 #include "walk.h"
 
@@ -362,11 +363,14 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	struct stat st;
 	if (stat(r.source, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		char msg[PATH_MAX + 128];
+
+		tend_failpoint("source-missing", app->source);
 		snprintf(msg, sizeof msg,
 		    "source %s is missing or not a directory: nothing done "
 		    "(its targets are kept)",
 		    app->source);
 		res->error = strdup(msg);
+		res->source_missing = true;
 		rc = tend_error_set(TEND_ERROR, "%s", msg);
 		goto out;
 	}

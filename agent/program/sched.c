@@ -449,12 +449,19 @@ run_passes(struct agent *a, bool all)
 			rc = tend_app_sync_paths(a->ws, app, s->dirty, s->ndirty,
 			    &o, &res);
 		if (full) {
-			/* (a partial pass does not look at the root) */
+			/* (a partial pass does not look at the root). Missing
+			 * when the pass began counts too: a directory made
+			 * since then was not walked, so nothing watches it */
 			char *src = path_join(a->ws->root, app->source);
 			struct stat st;
 
-			s->missing = stat(src, &st) != 0 || !S_ISDIR(st.st_mode);
+			s->missing = res.source_missing || stat(src, &st) != 0 ||
+			    !S_ISDIR(st.st_mode);
 			free(src);
+			/* a source moved away keeps its watches: its
+			 * events are not the source's any more */
+			if (s->missing)
+				unwatch_tree(a, i, "");
 		}
 		for (size_t k = 0; k < s->nheld_src; k++)
 			free(s->held_src[k]);

@@ -357,7 +357,17 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 
 		for (size_t i = 0; i < a.napps; i++)
 			polled |= a.apps[i].polled || a.apps[i].missing;
-		int wait = polled ? 2000 : -1;
+		/* a rescan every 2 s, whatever else wakes the loop (a
+		 * settle, a push, events) */
+		if (!polled)
+			a.poll_ms = 0;
+		else if (!a.poll_ms)
+			a.poll_ms = now_ms() + 2000;
+		int wait = -1;
+		if (polled) {
+			uint64_t now = now_ms();
+			wait = a.poll_ms > now ? (int)(a.poll_ms - now) : 0;
+		}
 		if (a.settle_ms) {
 			uint64_t now = now_ms();
 			uint64_t left = a.settle_ms > now ? a.settle_ms - now : 0;
@@ -379,12 +389,12 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 			else
 				settle(&a);
 		}
-		if (n == 0 && polled) {
+		if (polled && now_ms() >= a.poll_ms) {
 			for (size_t i = 0; i < a.napps; i++)
 				a.apps[i].full |= a.apps[i].polled ||
 				    a.apps[i].missing;
 			run_passes(&a, false);
-			continue;
+			a.poll_ms = now_ms() + 2000;
 		}
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.fd == a.sig) {

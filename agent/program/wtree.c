@@ -222,8 +222,9 @@ mark_dirty(struct agent *a, size_t app, const char *rel)
 }
 
 /* Forget the watches of app's directory `rel` and below (it moved out
- * of the source: its inode is watched no more under this name). */
-static void
+ * of the source: its inode is watched no more under this name); "" is
+ * the whole source. */
+void
 unwatch_tree(struct agent *a, size_t app, const char *rel)
 {
 	size_t len = strlen(rel);
@@ -235,7 +236,7 @@ unwatch_tree(struct agent *a, size_t app, const char *rel)
 			const char *r = d->refs[k].rel;
 
 			if (d->refs[k].app == app && strncmp(r, rel, len) == 0 &&
-			    (r[len] == '\0' || r[len] == '/')) {
+			    (!len || r[len] == '\0' || r[len] == '/')) {
 				free(d->refs[k].rel);
 				d->refs[k] = d->refs[--d->nrefs];
 			} else

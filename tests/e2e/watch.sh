@@ -152,6 +152,29 @@ until_ '[ ! -e out/br2/g7 ]' 'rm src/br2/g7' "br2: a later delete is not held"
 until_ '"$TEND" status | grep -q "source src is missing"' 'mv src outside/away' "the source went"
 until_ '[ "$(cat out/back 2>/dev/null)" = back ]' 'cp -a outside/away outside/copy && printf "back\n" > outside/copy/back && mv outside/copy src' "the source made again"
 until_ '[ "$(cat out/later 2>/dev/null)" = later ]' 'printf "later\n" > src/later' "followed again"
+# while it is missing the agent looks every 2 s, no more (a settle's
+# wake-up ran a pass at once: ~200 passes a second, each with an fsync),
+# and watches nothing (the old directory's watches went with it)
+passes() { "$TEND" status | sed -n 's/.* \([0-9]*\) passes.*/\1/p'; }
+until_ '"$TEND" status | grep -q "source src is missing"' 'mv src outside/away2' "the source went again"
+p1=$(passes); sleep 3; p2=$(passes)
+[ -n "$p1" ] && [ $((p2 - p1)) -le 3 ] || fail "passes while the source was missing: $p1 then $p2 3 s later"
+expect_in "$("$TEND" status)" ", 0 watches," "a missing source's watches are dropped"
+mv outside/away2 src
+until_ '[ "$(cat out/later2 2>/dev/null)" = later2 ]' 'printf "later2\n" > src/later2' "back once more"
+kill -TERM $AGENT; wait $AGENT
+# the source made again while the pass that found it missing still ran:
+# that pass did not walk (nor watch) the new directory, so it is still
+# "missing" and the next poll walks it (it was taken as back and nothing
+# watched it again: no later pass came)
+TEND_FAILPOINTS='source-missing@1=stop' "$TEND" watch 2>>"$WS/agent.err" &
+AGENT=$!
+TIMEOUT=60 $CTL ready || fail "agent ready, with the failpoint"
+mv src outside/away3
+stopped $AGENT || fail "the pass did not find the source missing"
+cp -a outside/away3 outside/c3 && printf 'again\n' > outside/c3/again && mv outside/c3 src
+kill -CONT $AGENT
+until_ '[ "$(cat out/again 2>/dev/null)" = again ]' 'true' "made again during the pass that found it missing"
 kill -TERM $AGENT; wait $AGENT
 run check; expect_rc 0 "no drift after the approved deletes"
 finish

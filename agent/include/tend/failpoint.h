@@ -10,7 +10,8 @@
  * component); "read" (a source file); in the tracking store
  * "lmdb-commit" (subject "write" or "settle"), "map-full", "read-txn"; in
  * the git target "git-odb-write" (the entry) and "git-ref-update" (the
- * ref); or any name a connector passes. ~TEXT fires only when the operation's subject (a
+ * ref); in a pass "source-missing" (the app's source, found missing:
+ * "stop" parks the pass there); or any name a connector passes. ~TEXT fires only when the operation's subject (a
  * path, a ref) contains TEXT; @N fires only on the N-th matching call
  * (1-based; without it, every matching call fails). ACTION is an errno name
  * (EIO, the default, ENOSPC, EACCES, EROFS, EPERM, EDQUOT, ENOMEM), "stop"
