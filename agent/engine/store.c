@@ -863,8 +863,14 @@ tend_store_read_begin(struct tend_store *st, struct tend_txn **out)
 		return mdb_fail(rc, "begin read");
 	}
 	/* =stop here parks a reader holding its snapshot (concurrency
-	 * tests: a reader never blocks the writer) */
-	tend_failpoint("read-txn", NULL);
+	 * tests: a reader never blocks the writer); an errno fails it */
+	if ((rc = tend_failpoint("read-txn", NULL)) != 0) {
+		mdb_txn_abort(t->txn);
+		free(t);
+		*out = NULL;
+		return tend_error_set(TEND_ERROR, "store: begin read: %s",
+		    strerror(rc));
+	}
 	*out = t;
 	return 0;
 }

@@ -41,14 +41,23 @@ put_readable(struct tend_buf *b, const char *s)
 	}
 }
 
-struct ls_row {
-	char *path;  /* as plan spells it */
-	char *line;  /* what is printed: text, or a JSON object */
-};
+/*
+ * ls and check print each app's states sorted by path, so they are kept
+ * until its scan ends: packed one after another in one buffer (a million
+ * states held 380 MiB as two strings and a struct each, and JSON kept
+ * every line again until the end), formatted as they are printed.
+ * A row: path NUL, flags, the record's length and bytes, owner NUL, and
+ * with ROW_DRIFT the drift NUL.
+ */
+#define ROW_CONTAINER 1
+#define ROW_PENDING 2
+#define ROW_RECORD 4
+#define ROW_DRIFT 8
 
 struct ls_ctx {
 	struct cli *c;
-	struct ls_row *v;
+	struct tend_buf rows;
+	uint64_t *v; /* each row's offset in rows */
 	size_t n, cap;
 	const char *prefix; /* ls APP PATH-PREFIX: the rows kept */
 	unsigned in_the_way; /* check: drift a sync will not repair */
@@ -59,12 +68,9 @@ static void
 on_state(const struct tend_state_info *si, void *arg)
 {
 	struct ls_ctx *l = arg;
-	struct tend_buf rec = TEND_BUF_INIT, path = TEND_BUF_INIT;
-	struct tend_buf line = TEND_BUF_INIT;
+	struct tend_buf path = TEND_BUF_INIT;
+	size_t rlen = si->record ? (si->len > 17 ? 17 : si->len) : 0;
 
-	if (si->record)
-		tend_buf_puthex(&rec, si->record,
-		    si->len > 17 ? 17 : si->len);
 	size_t root = tend_state_display_path(&path, si->path, si->container);
 	/* a prefix of the whole path, or of what follows a git target's
 	 * git("repo", "ref", "prefix"): (ls big docs/) */
@@ -72,7 +78,6 @@ on_state(const struct tend_state_info *si, void *arg)
 	if (l->prefix && strncmp(path.ptr, l->prefix, strlen(l->prefix)) &&
 	    (!root || strncmp(in, l->prefix, strlen(l->prefix)))) {
 		tend_buf_release(&path);
-		tend_buf_release(&rec);
 		return;
 	}
 	if (si->drift && strncmp(si->drift, TEND_CHECK_IN_THE_WAY,
@@ -80,39 +85,67 @@ on_state(const struct tend_state_info *si, void *arg)
 		l->in_the_way++;
 	else if (si->drift && si->pending)
 		l->retried++; /* check's reason: the next sync retries it */
-	if (l->c->json) {
-		tend_buf_puts(&line, "{\"path\": ");
-		tend_buf_json(&line, path.ptr);
-		if (strchr(path.ptr, '\\'))
-			tend_buf_puts(&line, ", \"path_escaped\": true");
-		tend_buf_puts(&line, ", \"owner\": ");
-		tend_buf_json(&line, si->component);
-		tend_buf_printf(&line, ", \"record\": \"%s\", \"container\": "
-				       "%s, \"pending\": %s",
-		    rec.ptr, si->container ? "true" : "false",
-		    si->pending ? "true" : "false");
-		if (si->drift) {
-			tend_buf_puts(&line, ", \"drift\": ");
-			tend_buf_json(&line, si->drift);
-		}
-		tend_buf_putc(&line, '}');
-	} else if (si->drift) {
-		tend_buf_printf(&line, "drift %s: ", path.ptr);
-		put_readable(&line, si->drift);
-		tend_buf_putc(&line, '\n');
-	} else {
-		tend_buf_printf(&line, "%s  %s  ", path.ptr,
-		    si->record ? rec.ptr : "-");
-		put_readable(&line, si->component);
-		tend_buf_puts(&line, si->pending ? "  (pending)\n" : "\n");
-	}
 	if (l->n == l->cap) {
-		l->cap = l->cap ? l->cap * 2 : 64;
+		l->cap = l->cap ? l->cap * 2 : 1024;
 		l->v = tend_xrealloc(l->v, l->cap * sizeof *l->v);
 	}
-	l->v[l->n].path = tend_buf_detach(&path, NULL);
-	l->v[l->n++].line = tend_buf_detach(&line, NULL);
-	tend_buf_release(&rec);
+	l->v[l->n++] = l->rows.len;
+	unsigned char fl[2] = {(unsigned char)((si->container ? ROW_CONTAINER
+	    : 0) | (si->pending ? ROW_PENDING : 0) |
+	    (si->record ? ROW_RECORD : 0) | (si->drift ? ROW_DRIFT : 0)),
+	    (unsigned char)rlen};
+	tend_buf_put(&l->rows, path.ptr, path.len + 1);
+	tend_buf_put(&l->rows, fl, 2);
+	tend_buf_put(&l->rows, si->record, rlen);
+	const char *owner = si->component ? si->component : "";
+	tend_buf_put(&l->rows, owner, strlen(owner) + 1);
+	if (si->drift)
+		tend_buf_put(&l->rows, si->drift, strlen(si->drift) + 1);
+	tend_buf_release(&path);
+}
+
+/* Row `off`, as ls or check prints it, onto b. */
+static void
+put_row(struct tend_buf *b, const struct ls_ctx *l, uint64_t off)
+{
+	const char *path = l->rows.ptr + off;
+	const unsigned char *fl = (const unsigned char *)path + strlen(path) + 1;
+	const char *owner = (const char *)fl + 2 + fl[1];
+	const char *drift = fl[0] & ROW_DRIFT ? owner + strlen(owner) + 1
+					      : NULL;
+	char rec[2 * 17 + 1] = "-";
+
+	if (fl[0] & ROW_RECORD) {
+		for (size_t i = 0; i < fl[1]; i++)
+			snprintf(rec + 2 * i, 3, "%02x", fl[2 + i]);
+		rec[2 * fl[1]] = '\0';
+	}
+	if (l->c->json) {
+		tend_buf_puts(b, "{\"path\": ");
+		tend_buf_json(b, path);
+		if (strchr(path, '\\'))
+			tend_buf_puts(b, ", \"path_escaped\": true");
+		tend_buf_puts(b, ", \"owner\": ");
+		tend_buf_json(b, owner);
+		tend_buf_printf(b, ", \"record\": \"%s\", \"container\": "
+				   "%s, \"pending\": %s",
+		    fl[0] & ROW_RECORD ? rec : "",
+		    fl[0] & ROW_CONTAINER ? "true" : "false",
+		    fl[0] & ROW_PENDING ? "true" : "false");
+		if (drift) {
+			tend_buf_puts(b, ", \"drift\": ");
+			tend_buf_json(b, drift);
+		}
+		tend_buf_putc(b, '}');
+	} else if (drift) {
+		tend_buf_printf(b, "drift %s: ", path);
+		put_readable(b, drift);
+		tend_buf_putc(b, '\n');
+	} else {
+		tend_buf_printf(b, "%s  %s  ", path, rec);
+		put_readable(b, owner);
+		tend_buf_puts(b, fl[0] & ROW_PENDING ? "  (pending)\n" : "\n");
+	}
 }
 
 static void
@@ -125,11 +158,24 @@ check_stray(const char *path, void *arg)
 	on_state(&si, arg);
 }
 
+static const char *sort_rows; /* cmp_row's buffer (qsort has no context) */
+
 static int
 cmp_row(const void *x, const void *y)
 {
-	return strcmp(((const struct ls_row *)x)->path,
-	    ((const struct ls_row *)y)->path);
+	return strcmp(sort_rows + *(const uint64_t *)x,
+	    sort_rows + *(const uint64_t *)y);
+}
+
+/* --json: the document goes out as it is made; `out` is flushed past
+ * 64 KiB and at the end */
+static void
+flush_out(struct tend_buf *out, bool all)
+{
+	if (out->len && (all || out->len > 65536)) {
+		fwrite(out->ptr, 1, out->len, stdout);
+		tend_buf_reset(out);
+	}
 }
 
 /* An app's counters against a scan of its rows: 1 (and said) if they
@@ -198,11 +244,27 @@ say_drift(unsigned drift, unsigned retried, unsigned way)
 	putchar('\n');
 }
 
+/* A failed ls or check: a JSON document begun is ended, with the error
+ * (as a document that failed before it began would be) */
+static void
+ls_end(struct cli *c, struct ls_ctx *l, struct tend_buf *out, size_t shown)
+{
+	if (c->json && (shown || out->len)) {
+		tend_buf_printf(out, "%s], \"error\": ", shown ? "\n" : "");
+		tend_buf_json(out, tend_error_last());
+		tend_buf_printf(out, ", \"exit\": %d}\n", EXIT_FAIL);
+		put_doc(out);
+	}
+	free(l->v);
+	tend_buf_release(&l->rows);
+	tend_buf_release(out);
+}
+
 int
 cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 {
 	struct tend_buf out = TEND_BUF_INIT;
-	struct ls_ctx l = {.c = c};
+	struct ls_ctx l = {.c = c, .rows = TEND_BUF_INIT};
 	unsigned drift = 0, bad_counts = 0;
 	size_t shown = 0;
 	int rc;
@@ -240,29 +302,28 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		if (a && tend_app_strays(ws, a, false, check_stray, &l, &ns) == 0)
 			d += (unsigned)ns;
 		/* each app's states in the order of their paths */
-		if (l.n > 1)
+		sort_rows = l.rows.ptr;
+		if (l.n > 1 && !rc)
 			qsort(l.v, l.n, sizeof *l.v, cmp_row);
-		for (size_t k = 0; k < l.n; k++) {
-			if (!rc && c->json) {
+		for (size_t k = 0; k < l.n && !rc; k++) {
+			if (c->json)
 				tend_buf_puts(&out, shown++ ? ",\n  " : "\n  ");
-				tend_buf_puts(&out, l.v[k].line);
-			} else if (!rc)
-				fputs(l.v[k].line, stdout);
-			free(l.v[k].path);
-			free(l.v[k].line);
+			put_row(&out, &l, l.v[k]);
+			flush_out(&out, false);
 		}
+		tend_buf_reset(&l.rows);
+		if (!c->json)
+			flush_out(&out, true); /* before check's own lines */
 		if (rc) {
 			say_error("%s", tend_error_last());
-			free(l.v);
-			tend_buf_release(&out);
+			ls_end(c, &l, &out, shown);
 			return EXIT_FAIL;
 		}
 		drift += d;
 		/* the counters status reads, against the rows: a bug in
 		 * keeping them cannot hide */
 		if (check && (rc = check_counts(c, ws, name, &out, &shown)) < 0) {
-			free(l.v);
-			tend_buf_release(&out);
+			ls_end(c, &l, &out, shown);
 			return EXIT_FAIL;
 		}
 		bad_counts += check && rc > 0;
@@ -270,6 +331,8 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 			break;
 	}
 	free(l.v);
+	l.v = NULL;
+	tend_buf_release(&l.rows);
 	/* and those of the apps tracked from before */
 	char **tracked = NULL;
 	size_t ntracked = 0;

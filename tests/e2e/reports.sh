@@ -109,6 +109,14 @@ CONF
 git init -q --bare repo
 run sync --json pages; expect_rc 0 "sync --json of the second app"
 jcheck "$OUT" '[a["app"] for a in d["apps"]] == ["pages"] and d["apps"][0]["result"]["created"] >= 5' "sync --json APP"
+# ls --json goes out as it is made (a million states were held twice):
+# a store that fails after the first app still ends one JSON document,
+# with what was listed and the error
+export TEND_FAILPOINTS='read-txn@2=EIO'
+run ls --json; expect_rc 1 "ls --json, the store failing at the second app"
+unset TEND_FAILPOINTS
+jcheck "$OUT" 'd["exit"] == 1 and "begin read" in d["error"] and len(d["states"]) >= 5 and all(s["owner"].startswith("/site/") for s in d["states"])' "ls --json that fails midway: one document"
+expect_in "$ERR" "begin read: Input/output error" "the message on stderr too"
 
 # ---- 3. human output: ls sorted and escaped, one spelling of git paths ----
 run ls site; expect_rc 0 "ls site"
