@@ -14,7 +14,7 @@
  * `tend sync --full` repairs. Every operation that changes a target can be
  * made to fail with TEND_FAILPOINTS (tend/failpoint.h). Deletes unlink the
  * entry, then remove the parent directories inside the target that became
- * empty.
+ * empty, if tend made them (MADE_XATTR).
  */
 #define _GNU_SOURCE
 #include "fs.h"
@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #ifdef SYS_openat2
 #include <linux/openat2.h>
@@ -196,6 +197,29 @@ tend_fs_check_name(const char *name, size_t len)
 
 /* ---- safe directory walking ---- */
 
+/*
+ * A directory tend makes is marked with an extended attribute as it is
+ * made: only a marked one is removed once emptied (a target root by a
+ * drop, an entry's parents by its delete). One that was there before
+ * tend wrote into it is the user's, and stays. A kill between the mkdir
+ * and the mark leaves it unmarked: kept, never lost. On a file system
+ * without user attributes nothing can be marked or told apart: emptied
+ * directories are removed, as before the mark.
+ */
+#define MADE_XATTR "user.tend.made"
+
+static void
+mark_made(int fd)
+{
+	(void)fsetxattr(fd, MADE_XATTR, "1", 1, 0);
+}
+
+static bool
+made_by_tend(int fd)
+{
+	return fgetxattr(fd, MADE_XATTR, NULL, 0) >= 0 || errno == ENOTSUP;
+}
+
 /* The directories on a path under a root, opened one component at a time
  * without following symlinks. Every level's fd is kept (fd[0] = a dup of
  * the root) so deletes can remove empty parents without re-resolving. */
@@ -241,14 +265,19 @@ open_seg(int parent, const char *seg, const char *rel, size_t upto,
 	int fd = open_dir_at(parent, seg);
 
 	if (fd < 0 && errno == ENOENT && create) {
+		bool made;
+
 		if (INJECTED("mkdir", seg) ||
-		    (mkdirat(parent, seg, 0755) != 0 && errno != EEXIST)) {
+		    (!(made = mkdirat(parent, seg, 0755) == 0) &&
+			errno != EEXIST)) {
 			int e = errno;
 			return tend_error_set(e == ENOENT ? TEND_ENOTFOUND
 							  : TEND_ERROR,
 			    "mkdir %.*s: %s", (int)upto, rel, strerror(e));
 		}
 		fd = open_dir_at(parent, seg);
+		if (fd >= 0 && made)
+			mark_made(fd);
 	}
 	if (fd < 0) {
 		int e = errno;
@@ -872,7 +901,7 @@ dir_apply(struct tend_sink *sink, struct tend_context *ctx,
 				rc = wipe(c.fd[c.n - 1], 0);
 			/* a non-exclusive directory keeps what tend did not
 			 * write: remove it only if it is empty now */
-			if (rc == 0 && c.n > 1 &&
+			if (rc == 0 && c.n > 1 && made_by_tend(c.fd[c.n - 1]) &&
 			    unlinkat(c.fd[c.n - 2], c.seg[c.n - 1],
 				AT_REMOVEDIR) != 0 &&
 			    errno != ENOTEMPTY && errno != EEXIST &&
@@ -1280,7 +1309,8 @@ apply_entry(int root, int stagefd, const struct entry_action *a, bool sync,
 			for (int i = c->n - 1; rc == 0 && a->prune_parents &&
 			     i >= base && i > 0;
 			     i--) {
-				if (unlinkat(c->fd[i - 1], c->seg[i],
+				if (!made_by_tend(c->fd[i]) ||
+				    unlinkat(c->fd[i - 1], c->seg[i],
 					AT_REMOVEDIR) != 0)
 					break;
 				pruned = true;

@@ -92,7 +92,9 @@ diff -r src/many out/many > /dev/null || fail "out/many differs from src/many"
 run check; expect_rc 0 "check after 600 files"; expect_in "$OUT" "no drift" "600 files: no drift"
 rm -r src/many
 run sync --allow-delete; expect_rc 0 "delete of 600 files"
-expect_gone out/many
+# the directories tend made go; out/many/d35 was there before (owner.sh)
+[ "$(cd out && find many | sort | tr '\n' ' ')" = "many many/d35 " ] || fail "after the deletes: $(cd out && find many)"
+rm -r out/many
 
 # a file that becomes a directory and back: the delete in its way goes
 # first, in the same batch as the write

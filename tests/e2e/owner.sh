@@ -255,4 +255,29 @@ expect_in "$ERR" "... and 4 more entries failed the same way (-v names each)" "t
 run plan; expect_in "$ERR" "... and 4 more entries failed the same way" "plan names them the same way"
 run sync -v; [ "$(printf '%s\n' "$ERR" | grep -c '^tend: site: out/w[0-9]*: a file tend has no record')" = 25 ] || fail "sync -v does not name each: $ERR"
 run status; expect_in "$OUT" "(the first of 25 failures: tend check, or tend sync, names each)" "status says how many"
+
+# directories: the ones tend made go once emptied, the user's stay (an
+# empty directory of the user's, and the target root the user made,
+# went with tend's last file in them, and with a drop)
+rm -rf src out .tend; mkdir -p src/keep src/new out/keep
+printf 'k\n' > src/keep/k; printf 'n\n' > src/new/n; printf 's\n' > src/stay
+conf_site ""
+run sync; expect_rc 0 "sync into the user's directories"
+rm src/keep/k src/new/n
+run sync; expect_rc 0 "sync after the deletes"
+expect_gone out/keep/k; expect_gone out/new/n
+[ -d out/keep ] || fail "the user's empty directory out/keep went with tend's file"
+expect_gone out/new
+run drop site; expect_rc 0 "drop"
+[ -d out ] || fail "the user's target root out went with the drop"
+cat > tend.conf <<'CONF'
+[app "made"]
+	source = src
+	target = dir:made/out
+CONF
+mkdir -p src/sub; printf 's\n' > src/sub/s
+run sync; expect_rc 0 "sync into a root tend makes"
+run drop made; expect_rc 0 "drop of it"
+expect_gone made/out
+[ -d made ] || fail "drop removed the root's parent"
 finish
