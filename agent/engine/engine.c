@@ -1129,7 +1129,7 @@ pass_begin(struct tend_engine *eng, struct pass *pass)
 {
 	int rc = 0;
 
-	if (pass->preview)
+	if (pass->preview && !tend_store_is_scratch(eng->st))
 		rc = tend_store_hold_begin(eng->st);
 	if (wants(eng, TEND_EV_PASS_STARTED)) {
 		struct tend_event ev = {.kind = TEND_EV_PASS_STARTED,
@@ -1168,7 +1168,13 @@ pass_end(struct tend_engine *eng, struct pass *pass, int rc,
 	if (pass->preview) {
 		settle_suspects(eng, pass);
 		undo_preview(eng, pass);
-		tend_store_hold_abort(eng->st);
+		if (tend_store_is_scratch(eng->st)) {
+			int crc = tend_store_clear(eng->st);
+
+			if (crc && !rc)
+				rc = crc;
+		} else
+			tend_store_hold_abort(eng->st);
 	}
 	if (stats_out)
 		*stats_out = pass->stats;

@@ -66,6 +66,7 @@ struct tend_store {
 	unsigned nborrow;      /* read handles borrowing `lazy` */
 	unsigned fail_commit;  /* fault injection: countdown */
 	bool broken;	       /* a resize failed: LMDB has no map */
+	bool scratch;	       /* thrown away after use (tend_store_set_scratch) */
 	unsigned format;       /* TEND_STORE_FORMAT it was made with */
 	unsigned reads;	       /* rows read since the last store_trim */
 	int statm;	       /* /proc/self/statm (store_trim), or -1 */
@@ -956,6 +957,56 @@ tend_store_hold_abort(struct tend_store *st)
 	mdb_txn_abort(st->held->txn);
 	free(st->held);
 	st->held = NULL;
+}
+
+void
+tend_store_set_scratch(struct tend_store *st)
+{
+	st->scratch = true;
+	if (st->env)
+		mdb_env_set_flags(st->env, MDB_NOSYNC, 1);
+}
+
+bool
+tend_store_is_scratch(const struct tend_store *st)
+{
+	return st->scratch;
+}
+
+/* Every row but META's "format": the store as it was made */
+static int
+clear_body(struct tend_txn *t, void *arg)
+{
+	struct tend_store *st = t->st;
+	MDB_cursor *c = NULL;
+	MDB_val k, v;
+	int rc = 0;
+
+	(void)arg;
+	t->wrote = true;
+	for (int i = 0; i < TEND_T__COUNT && rc == 0; i++)
+		if (i != TEND_T_META)
+			rc = mdb_drop(t->txn, st->dbi[i], 0);
+	if (rc == 0 && (rc = mdb_cursor_open(t->txn, st->dbi[TEND_T_META],
+	    &c)) == 0) {
+		rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+		while (rc == 0) {
+			if (!(k.mv_size == 6 && memcmp(k.mv_data, "format", 6) == 0)
+			    && (rc = mdb_cursor_del(c, 0)) != 0)
+				break;
+			rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+		}
+		mdb_cursor_close(c);
+		if (rc == MDB_NOTFOUND)
+			rc = 0;
+	}
+	return rc ? mdb_fail(rc, "clear") : 0;
+}
+
+int
+tend_store_clear(struct tend_store *st)
+{
+	return tend_store_write(st, clear_body, NULL);
 }
 
 static bool

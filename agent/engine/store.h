@@ -108,6 +108,17 @@ void tend_store_read_end(struct tend_txn *txn);
 
 /* Preview passes: one write txn held open for the whole pass, aborted at
  * the end, so later batches see earlier ones and nothing persists. */
+/*
+ * A scratch store (plan in a workspace that has none: an empty store
+ * made for the command and removed after it) is not synced, and a
+ * preview commits its batches there like a sync and clears the store at
+ * its end (tend_store_clear) instead of holding one transaction: a
+ * million new states in one transaction held ~800 MB of dirty pages.
+ */
+void tend_store_set_scratch(struct tend_store *st);
+bool tend_store_is_scratch(const struct tend_store *st);
+/* Remove every row (META keeps the format). */
+int tend_store_clear(struct tend_store *st);
 int tend_store_hold_begin(struct tend_store *st);
 void tend_store_hold_abort(struct tend_store *st);
 

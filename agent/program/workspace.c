@@ -291,6 +291,8 @@ tend_ws_open(struct tend_ws *ws)
 	}
 	if ((rc = tend_engine_open(&ws->eng, ws->state_dir, NULL)))
 		return rc;
+	if (ws->scratch)
+		tend_store_set_scratch(tend_engine_store(ws->eng));
 	tend_engine_set_component_hooks(ws->eng, &comp_hooks, ws);
 	tend_engine_subscribe(ws->eng, TEND_EV_MASK(TEND_EV_COMPONENT_ERROR),
 	    on_conflict, ws);

@@ -27,6 +27,19 @@ for cmd in plan "sync -n" "plan --json" status ls check; do
 done
 run plan; expect_rc 3 "plan before the first sync"
 expect_in "$OUT" "+ idx index.txt" "plan shows the aggregate from its exec"
+# ... on an empty store made for it (committed as a sync would, cleared
+# between apps: a preview holding all of a cold 1M-file pass in one
+# transaction took 1 GiB), removed after: each app's plan is what it
+# is alone
+ALL=$OUT
+mkdir "$WS/tmp"
+for app in idx site; do
+	OUT=$(TMPDIR="$WS/tmp" "$TEND" plan $app 2>/dev/null)
+	[ "$(printf '%s\n' "$ALL" | grep "^[-+~!=] $app ")" = "$(printf '%s\n' "$OUT" | grep "^[-+~!=] ")" ] ||
+		fail "plan $app differs from its part of plan: $OUT"
+done
+[ -z "$(ls -A "$WS/tmp")" ] || fail "plan left its scratch store: $(ls -A "$WS/tmp")"
+rmdir "$WS/tmp"
 run sync; expect_rc 0 "first sync"
 # `exec cat` on an aggregate is `cat "$@"`: every source, in path order
 [ "$(wc -l < index.txt)" = 30 ] || fail "exec cat wrote $(wc -l < index.txt) lines, want 30"
