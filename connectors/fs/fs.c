@@ -900,14 +900,22 @@ dir_apply(struct tend_sink *sink, struct tend_context *ctx,
 			if (rc == 0 && a->wipe)
 				rc = wipe(c.fd[c.n - 1], 0);
 			/* a non-exclusive directory keeps what tend did not
-			 * write: remove it only if it is empty now */
-			if (rc == 0 && c.n > 1 && made_by_tend(c.fd[c.n - 1]) &&
-			    unlinkat(c.fd[c.n - 2], c.seg[c.n - 1],
-				AT_REMOVEDIR) != 0 &&
-			    errno != ENOTEMPTY && errno != EEXIST &&
-			    errno != ENOENT)
-				rc = tend_error_set(TEND_ERROR, "rmdir %s: %s",
-				    a->rel, strerror(errno));
+			 * write: remove it only if it is empty now, and the
+			 * parents tend made for it that it leaves empty */
+			bool gone = false;
+			if (rc == 0 && c.n > 1 && made_by_tend(c.fd[c.n - 1])) {
+				gone = unlinkat(c.fd[c.n - 2], c.seg[c.n - 1],
+				    AT_REMOVEDIR) == 0;
+				if (!gone && errno != ENOTEMPTY &&
+				    errno != EEXIST && errno != ENOENT)
+					rc = tend_error_set(TEND_ERROR,
+					    "rmdir %s: %s", a->rel,
+					    strerror(errno));
+			}
+			for (int k = c.n - 2; gone && k > 0; k--)
+				gone = made_by_tend(c.fd[k]) &&
+				    unlinkat(c.fd[k - 1], c.seg[k],
+					AT_REMOVEDIR) == 0;
 		} else if (rc == 0) {
 			if (a->wipe)
 				rc = wipe(c.fd[c.n - 1], 0);

@@ -278,6 +278,12 @@ CONF
 mkdir -p src/sub; printf 's\n' > src/sub/s
 run sync; expect_rc 0 "sync into a root tend makes"
 run drop made; expect_rc 0 "drop of it"
-expect_gone made/out
-[ -d made ] || fail "drop removed the root's parent"
+# ... and the parent it made for it (it was left, empty)
+expect_gone made/out; expect_gone made
+mkdir mine
+sed -i 's|made/out|mine/out|' tend.conf
+run sync; expect_rc 0 "sync into a root tend makes in the user's directory"
+run drop made; expect_rc 0 "drop of it"
+expect_gone mine/out
+[ -d mine ] || fail "drop removed the user's directory above the root"
 finish
