@@ -851,16 +851,24 @@ add_suspect(struct pass *pass, struct tend_comp *c, struct plan *p, char *why)
 	};
 }
 
-/* Does the pass delete a key of x's provider under x's key? */
+/* Does the pass delete a key of x's provider under x's key (a
+ * directory of tend's files there), or one of x's parents (tend's file
+ * where x's directory goes)? */
 static bool
 emptied(const struct pass *pass, const struct suspect *x)
 {
 	for (size_t i = 0; x->raw && i < pass->ngone_keys; i++) {
 		const struct gone_key *g = &pass->gone_keys[i];
 
-		if (g->prov == x->prov && g->rawlen > x->rawlen &&
+		if (g->prov != x->prov)
+			continue;
+		if (g->rawlen > x->rawlen &&
 		    memcmp(g->raw, x->raw, x->rawlen) == 0 &&
 		    g->raw[x->rawlen] == '/')
+			return true;
+		if (g->rawlen < x->rawlen &&
+		    memcmp(g->raw, x->raw, g->rawlen) == 0 &&
+		    x->raw[g->rawlen] == '/')
 			return true;
 	}
 	return false;

@@ -183,4 +183,11 @@ same_counts() {
 same_counts "first sync" "+ two twoout/"
 printf '[app "two"]\n\tsource = two\n\ttarget = dir:twoout2\n' > tend.conf
 same_counts "target moved" "- two twoout/"
+# a file of tend's becomes a directory: the delete of the file makes
+# room for the entry under it (plan said "in the way: out/thing is not a
+# directory" and failed it, while sync did it: a new user's trial)
+rm two/b; mkdir two/b; printf 'i\n' > two/b/inner
+same_counts "a file becomes a directory" "+ two twoout2/b/inner"
+expect_not_in "$ERR" "in the way" "plan of a file that becomes a directory"
+[ "$(cat twoout2/b/inner)" = i ] || fail "twoout2/b/inner"
 finish
