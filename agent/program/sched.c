@@ -448,6 +448,9 @@ run_passes(struct agent *a, bool all)
 		else
 			rc = tend_app_sync_paths(a->ws, app, s->dirty, s->ndirty,
 			    &o, &res);
+		/* a source still missing: said when it went, not every 2 s
+		 * (86,400 lines a day in the journal) */
+		bool again = full && res.source_missing && s->missing;
 		if (full) {
 			/* (a partial pass does not look at the root). Missing
 			 * when the pass began counts too: a directory made
@@ -498,7 +501,7 @@ run_passes(struct agent *a, bool all)
 			s->components += (int64_t)res.new_items -
 			    (int64_t)res.gone_items;
 		}
-		if (rc) {
+		if (rc && !again) {
 			/* most messages name their app already */
 			const char *m = tend_error_last();
 			size_t an = strlen(app->name);
@@ -535,7 +538,7 @@ run_passes(struct agent *a, bool all)
 		/* whole: cut short, it would not be JSON */
 		tend_buf_reset(&a->last_summary);
 		tend_buf_put(&a->last_summary, line.ptr, line.len - 1);
-		if (a->o->verbose >= 1) {
+		if (a->o->verbose >= 1 && !again) {
 			/* the foreground's one line per pass (logged before
 			 * the event: who sees the event finds the line) */
 			struct tend_buf text = TEND_BUF_INIT;

@@ -157,8 +157,10 @@ until_ '[ "$(cat out/later 2>/dev/null)" = later ]' 'printf "later\n" > src/late
 # and watches nothing (the old directory's watches went with it)
 passes() { "$TEND" status | sed -n 's/.* \([0-9]*\) passes.*/\1/p'; }
 until_ '"$TEND" status | grep -q "source src is missing"' 'mv src outside/away2' "the source went again"
-p1=$(passes); sleep 3; p2=$(passes)
+p1=$(passes); l1=$(wc -l < "$WS/agent.err"); sleep 3; p2=$(passes); l2=$(wc -l < "$WS/agent.err")
 [ -n "$p1" ] && [ $((p2 - p1)) -le 3 ] || fail "passes while the source was missing: $p1 then $p2 3 s later"
+# ... and said so once, when it went (two lines every 2 s before)
+[ "$l2" = "$l1" ] || fail "the agent logged $((l2 - l1)) lines in 3 s of a missing source: $(tail -4 "$WS/agent.err")"
 expect_in "$("$TEND" status)" ", 0 watches," "a missing source's watches are dropped"
 mv outside/away2 src
 until_ '[ "$(cat out/later2 2>/dev/null)" = later2 ]' 'printf "later2\n" > src/later2' "back once more"
