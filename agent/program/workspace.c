@@ -259,6 +259,36 @@ staging_setup(struct tend_ws *ws)
 	tend_engine_set_resource(ws->eng, "staging", ws->staging);
 }
 
+/* The scratch stores (tend-empty-<pid>-XXXXXX) of this user's commands
+ * that were killed: removed by the next one that makes one */
+static void
+sweep_scratch(const char *tmp)
+{
+	DIR *d = opendir(tmp);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char *end;
+		long pid;
+		struct stat st;
+
+		if (strncmp(e->d_name, "tend-empty-", 11) != 0)
+			continue;
+		pid = strtol(e->d_name + 11, &end, 10);
+		if (*end != '-' || pid <= 0 || pid == (long)getpid() ||
+		    kill((pid_t)pid, 0) == 0 || errno == EPERM)
+			continue;
+		char *p = path_join(tmp, e->d_name);
+		if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    st.st_uid == getuid())
+			rm_tree(p);
+		free(p);
+	}
+	closedir(d);
+}
+
 int
 tend_ws_open(struct tend_ws *ws)
 {
@@ -275,8 +305,9 @@ tend_ws_open(struct tend_ws *ws)
 			const char *tmp = getenv("TMPDIR");
 
 			tend_buf_reset(&p);
-			tend_buf_printf(&p, "%s/tend-empty-XXXXXX",
-			    tmp && *tmp ? tmp : "/tmp");
+			sweep_scratch(tmp && *tmp ? tmp : "/tmp");
+			tend_buf_printf(&p, "%s/tend-empty-%d-XXXXXX",
+			    tmp && *tmp ? tmp : "/tmp", (int)getpid());
 			if (!mkdtemp(p.ptr)) {
 				rc = tend_error_set(TEND_ERROR, "%s: %s", p.ptr,
 				    strerror(errno));
