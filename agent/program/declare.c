@@ -506,9 +506,15 @@ aggregate_body(struct tend_comp *c, void *arg)
 	char **args = tend_xcalloc(r->nitems + 1, sizeof *args);
 	int rc;
 
+	/* a name that begins with '-' goes as ./NAME: `exec cat` took
+	 * -dash for an option and failed the whole aggregate */
 	for (size_t i = 0; i < r->nitems; i++)
-		args[i] = r->items[i].rel;
+		args[i] = r->items[i].rel[0] == '-'
+		    ? path_join(".", r->items[i].rel) : r->items[i].rel;
 	rc = run_exec(c, r, NULL, r->app->target_path, 0644, args);
+	for (size_t i = 0; i < r->nitems; i++)
+		if (args[i] != r->items[i].rel)
+			free(args[i]);
 	free(args);
 	return rc;
 }

@@ -97,4 +97,16 @@ expect_file index.txt "$(printf 'one.md\ntwo.md')"
 printf 'z' > src/three.md
 run sync; expect_rc 0 "aggregate again"
 expect_file index.txt "$(printf 'one.md\nthree.md\ntwo.md')"
+# a source named like an option: `exec cat` failed the whole aggregate
+# ("cat: invalid option -- 'd'", a new user's trial); it goes as ./-d.md
+printf 'dash\n' > src/-d.md
+cat > tend.conf <<'CONF'
+[app "index"]
+	source = src
+	include = *.md
+	declare = exec cat
+	target = file:index.txt
+CONF
+run sync; expect_rc 0 "exec cat with a source named -d.md"
+expect_file index.txt "$(printf 'dash\nxzy')"
 finish
