@@ -122,17 +122,36 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 		if (rc == 0)
 			rc = tend_engine_drop(ws->eng, c->apps[i], &st);
 		flush_same_errors(c);
-		/* status then says "dropped", not "never synced" */
-		char rec[160];
-		snprintf(rec, sizeof rec, "{\"time\": %lld, \"dropped\": true, "
-		    "\"deleted\": %llu, \"forgotten\": %llu}",
-		    (long long)time(NULL), (unsigned long long)c->deleted,
-		    (unsigned long long)c->forgotten);
+		/* status then says "dropped", not "never synced"; a drop
+		 * that failed says so too (it said "not recorded (its
+		 * process was killed)") */
+		struct tend_buf rec = TEND_BUF_INIT;
+		tend_buf_printf(&rec, "{\"time\": %lld, \"dropped\": true, "
+		    "\"status\": %d, \"deleted\": %llu, \"forgotten\": %llu, "
+		    "\"failed\": %llu", (long long)time(NULL), rc ? 1 : 0,
+		    (unsigned long long)c->deleted,
+		    (unsigned long long)c->forgotten,
+		    (unsigned long long)c->failed);
+		if (rc) {
+			tend_buf_puts(&rec, ", \"error\": ");
+			tend_buf_json(&rec, tend_error_last());
+		}
+		tend_buf_putc(&rec, '}');
 		/* (an app that left tend.conf leaves status with it) */
-		f.dropped = a ? rec : NULL;
+		f.dropped = a ? rec.ptr : NULL;
 		if (rc == 0)
 			rc = tend_store_write(tend_engine_store(ws->eng),
 			    forget_body, &f);
+		else if (rc != TEND_EINVALID && a) {
+			/* (keeps the engine's message for below) */
+			char *msg = tend_xstrdup(tend_error_last());
+
+			tend_store_write(tend_engine_store(ws->eng),
+			    forget_body, &f);
+			tend_error_set(rc, "%s", msg);
+			free(msg);
+		}
+		tend_buf_release(&rec);
 		if (rc == TEND_EINVALID) {
 			fprintf(stderr, "tend: drop %s: %s\n", c->apps[i],
 			    tend_error_last());

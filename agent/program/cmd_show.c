@@ -617,7 +617,8 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 
 				/* tend drop's record: the app's states went */
 				tend_pass_from_json(&p, last);
-				tend_buf_puts(&t, "; dropped ");
+				tend_buf_puts(&t, p.status ? "; drop failed "
+							   : "; dropped ");
 				put_when(&t, p.time);
 				tend_buf_printf(&t, " (%llu target states "
 						    "reverted", (unsigned long
@@ -625,8 +626,17 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 				if (p.forgotten)
 					tend_buf_printf(&t, ", %llu forgotten",
 					    (unsigned long long)p.forgotten);
-				tend_buf_puts(&t, "): tend sync declares it "
-						  "again");
+				if (p.failed)
+					tend_buf_printf(&t, ", %llu failed",
+					    (unsigned long long)p.failed);
+				tend_buf_puts(&t, p.status
+				    ? "): tend drop again retries what is "
+				      "left, tend sync declares it again"
+				    : "): tend sync declares it again");
+				if (p.status && p.error) {
+					tend_buf_puts(&t, "\n  error: ");
+					put_readable(&t, p.error);
+				}
 			} else if (last) {
 				struct tend_pass p;
 

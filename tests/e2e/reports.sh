@@ -312,4 +312,15 @@ expect_not_in "$OUT" "never synced" "not never synced"
 run status --json; jcheck "$OUT" 'd["apps"][0]["last"]["dropped"] is True' "status --json after a drop"
 run sync; expect_in "$OUT" "k: 3 created" "sync after the drop"
 run status; expect_not_in "$OUT" "dropped" "a sync's pass replaces the drop's"
+# a drop that fails (not killed) says so, and what failed (it said "last
+# pass not recorded (its process was killed)": a new user's trial)
+export TEND_FAILPOINTS='unlink@1'
+run drop k; expect_rc 1 "a drop that fails"
+unset TEND_FAILPOINTS
+run status; expect_in "$OUT" "; drop failed " "status after a failed drop"
+expect_in "$OUT" "(2 target states reverted, 1 failed): tend drop again retries what is left" "what the failed drop did"
+expect_in "$OUT" "error: " "and its error"
+expect_not_in "$OUT" "killed" "not taken for a killed process"
+run drop k; expect_rc 0 "drop again"
+run status; expect_in "$OUT" "; dropped " "dropped at last"
 finish
