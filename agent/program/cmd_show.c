@@ -657,13 +657,17 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 				if (p.error) {
 					tend_buf_puts(&t, "\n  error: ");
 					put_readable(&t, p.error);
+					/* check names what is in the way of an
+					 * entry, not a declaration's error (a
+					 * conflict: check said "no drift") */
 					if (p.failed + p.errors > 1)
 						tend_buf_printf(&t, "\n  (the "
 						    "first of %llu failures: "
-						    "tend check, or tend sync, "
-						    "names each)",
+						    "%s names each)",
 						    (unsigned long long)(
-							p.failed + p.errors));
+							p.failed + p.errors),
+						    p.failed ? "tend check, or "
+						    "tend sync," : "tend sync");
 				}
 			} else if (cc.states)
 				/* an agent keeps its passes until it exits, a

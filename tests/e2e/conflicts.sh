@@ -23,6 +23,9 @@ expect_gone out/a.md
 run plan; expect_rc 1 "plan shows the conflict"
 expect_in "$ERR" "conflict: out/a.md" "plan names it"
 run check; expect_rc 0 "nothing tracked is wrong"
+# status names who names each failure: sync, not check (it said "tend
+# check, or tend sync, names each" and check said "no drift")
+run status; expect_in "$OUT" "failures: tend sync names each)" "status's hint for a conflict"
 
 # one goes: the other one's entry is applied
 rm src/a.md
