@@ -156,7 +156,7 @@ status_line(struct agent *a, struct tend_buf *b)
 		if (txn && s->components >= 0 && (kept || s->states < 0) &&
 		    tend_engine_counts(a->ws->eng, txn,
 			a->ws->cfg.apps[i].name, &ac) == 0)
-			s->states = (int64_t)(ac.states - ac.containers);
+			s->states = (int64_t)ac.states; /* as status counts */
 		tend_buf_puts(b, i ? ", {\"name\": " : "{\"name\": ");
 		tend_buf_json(b, a->ws->cfg.apps[i].name);
 		tend_buf_printf(b,

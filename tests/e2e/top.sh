@@ -123,7 +123,11 @@ keys clear Enter
 keys "'$TEND' top" Enter
 wait_screen "agent $AGENT watching" "header"
 wait_screen "watches $WATCHES " "header watches"
-wait_screen "site +components 3 +states 2 " "apps panel counts"
+# the states status counts (the root's container too: top said one
+# fewer than status and ls, a new user's trial)
+nst=$("$TEND" status | sed -n 's/^site: \([0-9]*\) target states.*/\1/p')
+[ "$nst" = 3 ] || fail "status counts $nst states of site"
+wait_screen "site +components 3 +states $nst " "apps panel counts"
 wait_screen "nothing pending" "pending empty"
 # every app has its row
 wait_screen "^Apps \(5\)" "apps title"
