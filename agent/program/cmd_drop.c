@@ -97,6 +97,8 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 		struct forget f = {c->apps[i], NULL};
 
 		c->deleted = c->failed = c->forgotten = 0;
+		free(c->first_err);
+		c->first_err = NULL;
 		c->cur_app = c->apps[i];
 		struct unknown_root u = {ws->eng, NULL, false};
 		tend_engine_list(ws->eng, c->apps[i], find_unknown_root, &u);
@@ -133,8 +135,10 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 		    (unsigned long long)c->forgotten,
 		    (unsigned long long)c->failed);
 		if (rc) {
+			/* the first entry that failed, else the pass's */
 			tend_buf_puts(&rec, ", \"error\": ");
-			tend_buf_json(&rec, tend_error_last());
+			tend_buf_json(&rec, c->first_err ? c->first_err
+							 : tend_error_last());
 		}
 		tend_buf_putc(&rec, '}');
 		/* (an app that left tend.conf leaves status with it) */
@@ -186,6 +190,8 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 			tend_buf_putc(&out, '}');
 		}
 	}
+	free(c->first_err);
+	c->first_err = NULL;
 	if (c->json) {
 		tend_buf_puts(&out, "\n]}\n");
 		put_doc(&out);
