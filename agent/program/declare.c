@@ -549,7 +549,9 @@ cmp_mline(const void *a, const void *b)
 
 /*
  * The manifest attachment: one file in the target listing every entry
- * with its digest ("<xxh3-128 hex>  <name>"), sorted by name. It is an
+ * with its digest ("<xxh3-128 hex>  <name>"; a name with a newline, a
+ * carriage return or a backslash as sha256sum writes it: the line
+ * begins with a backslash, and they are \n, \r, \\), sorted by name. It is an
  * attachment of the directory, not a child: switching it off deletes it,
  * and it is never mistaken for an entry.
  */
@@ -718,9 +720,27 @@ declare_manifest(struct tend_comp *c, struct run *r)
 			    "manifest-name",
 			    r->app->name, r->app->manifest_name);
 		}
+		/* as sha256sum writes a name with a newline, a carriage
+		 * return or a backslash: the line begins with '\\', and
+		 * those are escaped (raw, one name took two lines) */
+		const char *nm = lines[i].name;
+		bool esc = memchr(nm, '\n', lines[i].len) ||
+		    memchr(nm, '\\', lines[i].len) ||
+		    memchr(nm, '\r', lines[i].len);
+		if (esc)
+			tend_buf_putc(&text, '\\');
 		tend_buf_puthex(&text, lines[i].fp, 16);
 		tend_buf_puts(&text, "  ");
-		tend_buf_put(&text, lines[i].name, lines[i].len);
+		for (size_t k = 0; k < lines[i].len; k++) {
+			if (esc && nm[k] == '\n')
+				tend_buf_puts(&text, "\\n");
+			else if (esc && nm[k] == '\r')
+				tend_buf_puts(&text, "\\r");
+			else if (esc && nm[k] == '\\')
+				tend_buf_puts(&text, "\\\\");
+			else
+				tend_buf_putc(&text, nm[k]);
+		}
 		tend_buf_putc(&text, '\n');
 	}
 	free(lines);

@@ -53,6 +53,15 @@ expect_in "$(cat out/.tend-manifest)" "  d/q" "manifest lists d/q"
 printf 'r' > src/r
 run sync; expect_rc 0 "manifest grows"
 [ "$(wc -l < out/.tend-manifest)" = 3 ] || fail "manifest after a new file"
+# names with a newline or a backslash: one line each, as sha256sum
+# writes them (a name with a newline took two lines: a new user's trial)
+printf 'nl' > "src/$(printf 'a\nb')"; printf 'bs' > 'src/c\d'
+run sync; expect_rc 0 "manifest with odd names"
+[ "$(wc -l < out/.tend-manifest)" = 5 ] || fail "manifest lines with odd names: $(cat out/.tend-manifest)"
+grep -q '^\\[0-9a-f]\{32\}  a\\nb$' out/.tend-manifest || fail "a newline in a name: $(cat out/.tend-manifest)"
+grep -q '^\\[0-9a-f]\{32\}  c\\\\d$' out/.tend-manifest || fail "a backslash in a name: $(cat out/.tend-manifest)"
+grep -q '^[0-9a-f]\{32\}  d/q$' out/.tend-manifest || fail "a plain name: $(cat out/.tend-manifest)"
+rm "src/$(printf 'a\nb')" 'src/c\d'
 conf_site ""
 run sync; expect_rc 0 "manifest off"
 expect_gone out/.tend-manifest
