@@ -763,12 +763,21 @@ push_local(git_repository *repo, const char *path,
 		goto out;
 	}
 	git_error_clear();
-	if (has_old)
-		rc = git_reference_create_matching(&ref, rr, p->remote_ref,
-		    &local, 1, &old, "tend: push");
-	else
+	/* a ref that is not there yet: the zero id as the one to match, so
+	 * that "not there" is checked under the ref's lock too
+	 * (git_reference_create without force checks it before taking the
+	 * lock: two first pushes both saw no ref, and the second overwrote
+	 * the first's) */
+	if (!has_old)
+		memset(&old, 0, sizeof old);
+	rc = git_reference_create_matching(&ref, rr, p->remote_ref, &local,
+	    1, &old, "tend: push");
+	/* (a libgit2 older than 1.1 takes no zero id for "not there") */
+	if (rc == GIT_ENOTFOUND && !has_old) {
+		git_error_clear();
 		rc = git_reference_create(&ref, rr, p->remote_ref, &local, 0,
 		    "tend: push");
+	}
 	if (rc == GIT_EMODIFIED || rc == GIT_EEXISTS || rc == GIT_ELOCKED) {
 		git_error_clear();
 		o = MOVED; /* another pusher got there first */

@@ -301,4 +301,28 @@ for h in $(git -C race/remote.git reflog show --format=%H refs/heads/main | tac)
 	prev=$h; n=$((n + 1))
 done
 echo "push race: $n updates of the remote's ref, each a fast-forward"
+# the first push of each to a remote that has no such ref yet, at once:
+# "not there" is checked under the ref's lock (libgit2's create without
+# force checked it before taking the lock; once in a sanitizer run of
+# this file the second first push overwrote the first one's commit).
+# The window is inside libgit2, so this cannot force it; ten fresh
+# remotes make it likelier
+r=0
+while [ $r -lt 10 ]; do
+	rm -rf race2; mkdir -p race2 && git init -q --bare race2/remote.git
+	git -C race2/remote.git config core.logAllRefUpdates always
+	for w in 1 2; do
+		mkdir -p race2/w$w/src; echo "w$w $r" > race2/w$w/src/f
+		git clone -q --bare race2/remote.git race2/w$w/repo.git 2>/dev/null
+		printf '[app "a%s"]\n\tsource = src\n\ttarget = git:repo.git\n\tref = refs/heads/main\n\tprefix = p%s\n\tpush = origin\n' $w $w > race2/w$w/tend.conf
+	done
+	(cd race2/w1 && "$TEND" sync -q >/dev/null 2>&1) & (cd race2/w2 && "$TEND" sync -q >/dev/null 2>&1) & wait
+	prev=
+	for h in $(git -C race2/remote.git reflog show --format=%H refs/heads/main | tac); do
+		[ -z "$prev" ] || git -C race2/remote.git merge-base --is-ancestor "$prev" "$h" ||
+			fail "first pushes, round $r: the remote's ref went from $prev to $h, not a fast-forward"
+		prev=$h
+	done
+	r=$((r + 1))
+done
 finish
