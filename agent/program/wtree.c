@@ -365,12 +365,25 @@ on_inotify(struct agent *a)
 				continue;
 			if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
 				/* a subdirectory's parent reported it; the
-				 * source root itself is another matter */
+				 * source root itself is another matter: moved
+				 * away, its tree's watches would report the
+				 * new place's events as the source's (the
+				 * full pass watches what is there now) */
+				size_t moved[8], nmoved = 0;
+
 				for (size_t i = 0; i < d->nrefs; i++)
-					if (!d->refs[i].rel[0])
+					if (!d->refs[i].rel[0]) {
 						a->apps[d->refs[i].app].full = true;
+						if ((ev->mask & IN_MOVE_SELF) &&
+						    nmoved < 8)
+							moved[nmoved++] =
+							    d->refs[i].app;
+					}
 				if (ev->mask & IN_IGNORED)
 					wdir_remove(a, ev->wd);
+				/* (d is gone after this) */
+				for (size_t i = 0; i < nmoved; i++)
+					unwatch_tree(a, moved[i], "");
 				poke(a);
 				continue;
 			}

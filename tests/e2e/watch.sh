@@ -177,6 +177,16 @@ stopped $AGENT || fail "the pass did not find the source missing"
 cp -a outside/away3 outside/c3 && printf 'again\n' > outside/c3/again && mv outside/c3 src
 kill -CONT $AGENT
 until_ '[ "$(cat out/again 2>/dev/null)" = again ]' 'true' "made again during the pass that found it missing"
+# replaced at once (never seen missing): the old tree's watches go with
+# it, and what happens in it is not the source's any more
+watches() { "$TEND" status | sed -n 's/.* \([0-9]*\) watches.*/\1/p'; }
+mkdir outside/old4 && printf 'fresh\n' > outside/old4/fresh
+# (renameat2 RENAME_EXCHANGE: src is never missing, not even for a moment)
+swap='python3 -c "import ctypes,os; l=ctypes.CDLL(None,use_errno=True); r=l.renameat2(-100,b\"src\",-100,b\"outside/old4\",2); os._exit(0 if r==0 else 1)"'
+until_ '[ "$(cat out/fresh 2>/dev/null)" = fresh ]' "$swap" "the source replaced at once"
+[ "$(watches)" = 1 ] || fail "watches after the source was replaced: $(watches), want 1"
+p1=$(passes); printf 'x\n' > outside/old4/stray; sleep 1; p2=$(passes)
+[ "$p1" = "$p2" ] || fail "a file written in the moved-away tree ran $((p2 - p1)) passes"
 kill -TERM $AGENT; wait $AGENT
 run check; expect_rc 0 "no drift after the approved deletes"
 finish
