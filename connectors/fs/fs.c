@@ -246,6 +246,23 @@ chain_close(struct chain *c)
 	chain_trim(c, 0);
 }
 
+/* Remove the chain's directories from level `top` up to level `bottom`
+ * (1 at least: level 0 is the root's fd) while each is empty and tend
+ * made it (MADE_XATTR). True if any went: the chain holds removed ones. */
+static bool
+prune_made(struct chain *c, int top, int bottom)
+{
+	bool pruned = false;
+
+	for (int i = top; i >= bottom && i > 0; i--) {
+		if (!made_by_tend(c->fd[i]) ||
+		    unlinkat(c->fd[i - 1], c->seg[i], AT_REMOVEDIR) != 0)
+			break;
+		pruned = true;
+	}
+	return pruned;
+}
+
 /* open-dir=stop parks here: the TOCTOU tests swap a symlink in under us */
 static int
 open_dir_at(int parent, const char *seg)
@@ -912,10 +929,8 @@ dir_apply(struct tend_sink *sink, struct tend_context *ctx,
 					    "rmdir %s: %s", a->rel,
 					    strerror(errno));
 			}
-			for (int k = c.n - 2; gone && k > 0; k--)
-				gone = made_by_tend(c.fd[k]) &&
-				    unlinkat(c.fd[k - 1], c.seg[k],
-					AT_REMOVEDIR) == 0;
+			if (gone)
+				prune_made(&c, c.n - 2, 1);
 		} else if (rc == 0) {
 			if (a->wipe)
 				rc = wipe(c.fd[c.n - 1], 0);
@@ -1294,8 +1309,6 @@ apply_entry(int root, int stagefd, const struct entry_action *a, bool sync,
 		if (rc == 0) {
 			int dfd = c->fd[c->n - 1];
 			struct stat st;
-			bool pruned = false;
-
 			bool there = fstatat(dfd, leaf, &st,
 			    AT_SYMLINK_NOFOLLOW) == 0;
 
@@ -1314,16 +1327,8 @@ apply_entry(int root, int stagefd, const struct entry_action *a, bool sync,
 				rc = tend_error_set(TEND_ERROR, "unlink: %s",
 				    strerror(errno));
 			/* empty parents inside the container go too */
-			for (int i = c->n - 1; rc == 0 && a->prune_parents &&
-			     i >= base && i > 0;
-			     i--) {
-				if (!made_by_tend(c->fd[i]) ||
-				    unlinkat(c->fd[i - 1], c->seg[i],
-					AT_REMOVEDIR) != 0)
-					break;
-				pruned = true;
-			}
-			if (pruned)
+			if (rc == 0 && a->prune_parents &&
+			    prune_made(c, c->n - 1, base))
 				chain_close(c); /* it holds removed ones */
 		}
 	} else if (rc == 0)
