@@ -113,13 +113,7 @@ put_row(struct tend_buf *b, const struct ls_ctx *l, uint64_t off)
 	const char *owner = (const char *)fl + 2 + fl[1];
 	const char *drift = fl[0] & ROW_DRIFT ? owner + strlen(owner) + 1
 					      : NULL;
-	char rec[2 * 17 + 1] = "-";
 
-	if (fl[0] & ROW_RECORD) {
-		for (size_t i = 0; i < fl[1]; i++)
-			snprintf(rec + 2 * i, 3, "%02x", fl[2 + i]);
-		rec[2 * fl[1]] = '\0';
-	}
 	if (l->c->json) {
 		tend_buf_puts(b, "{\"path\": ");
 		tend_buf_json(b, path);
@@ -127,9 +121,9 @@ put_row(struct tend_buf *b, const struct ls_ctx *l, uint64_t off)
 			tend_buf_puts(b, ", \"path_escaped\": true");
 		tend_buf_puts(b, ", \"owner\": ");
 		tend_buf_json(b, owner);
-		tend_buf_printf(b, ", \"record\": \"%s\", \"container\": "
-				   "%s, \"pending\": %s",
-		    fl[0] & ROW_RECORD ? rec : "",
+		tend_buf_puts(b, ", \"record\": \"");
+		tend_buf_puthex(b, fl + 2, fl[1]);
+		tend_buf_printf(b, "\", \"container\": %s, \"pending\": %s",
 		    fl[0] & ROW_CONTAINER ? "true" : "false",
 		    fl[0] & ROW_PENDING ? "true" : "false");
 		if (drift) {
@@ -142,7 +136,12 @@ put_row(struct tend_buf *b, const struct ls_ctx *l, uint64_t off)
 		put_readable(b, drift);
 		tend_buf_putc(b, '\n');
 	} else {
-		tend_buf_printf(b, "%s  %s  ", path, rec);
+		tend_buf_printf(b, "%s  ", path);
+		if (fl[0] & ROW_RECORD)
+			tend_buf_puthex(b, fl + 2, fl[1]);
+		else
+			tend_buf_putc(b, '-');
+		tend_buf_puts(b, "  ");
 		put_readable(b, owner);
 		tend_buf_puts(b, fl[0] & ROW_PENDING ? "  (pending)\n" : "\n");
 	}
