@@ -108,6 +108,8 @@ void tend_store_read_end(struct tend_txn *txn);
 
 /* Preview passes: one write txn held open for the whole pass, aborted at
  * the end, so later batches see earlier ones and nothing persists. */
+int tend_store_hold_begin(struct tend_store *st);
+void tend_store_hold_abort(struct tend_store *st);
 /*
  * A scratch store (plan in a workspace that has none: an empty store
  * made for the command and removed after it) is not synced, and a
@@ -119,8 +121,6 @@ void tend_store_set_scratch(struct tend_store *st);
 bool tend_store_is_scratch(const struct tend_store *st);
 /* Remove every row (META keeps the format). */
 int tend_store_clear(struct tend_store *st);
-int tend_store_hold_begin(struct tend_store *st);
-void tend_store_hold_abort(struct tend_store *st);
 
 /* Returns 0 with *val borrowed until the txn ends, or TEND_ENOTFOUND. */
 int tend_store_get(struct tend_txn *txn, enum tend_table t, const void *key,

@@ -215,6 +215,13 @@ tend_ws_reload(struct tend_ws *ws, struct tend_buf *err)
  * are reused: pid_max is 32768 on many systems, and a torture run wraps it
  * in minutes). Returns the directory's path.
  */
+/* Is process `pid` running (another user's counts)? */
+static bool
+pid_running(long pid)
+{
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
 static char *
 sweep_dead(struct tend_ws *ws, const char *dir)
 {
@@ -230,8 +237,7 @@ sweep_dead(struct tend_ws *ws, const char *dir)
 			long pid = strtol(e->d_name, &end, 10);
 
 			if ((*end && *end != '.') || pid <= 0 ||
-			    (pid != (long)getpid() &&
-				(kill((pid_t)pid, 0) == 0 || errno == EPERM)))
+			    (pid != (long)getpid() && pid_running(pid)))
 				continue;
 			char *p = path_join(base.ptr, e->d_name);
 			rm_tree(p);
@@ -278,7 +284,7 @@ sweep_scratch(const char *tmp)
 			continue;
 		pid = strtol(e->d_name + 11, &end, 10);
 		if (*end != '-' || pid <= 0 || pid == (long)getpid() ||
-		    kill((pid_t)pid, 0) == 0 || errno == EPERM)
+		    pid_running(pid))
 			continue;
 		char *p = path_join(tmp, e->d_name);
 		if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode) &&
@@ -304,10 +310,12 @@ tend_ws_open(struct tend_ws *ws)
 		if (stat(p.ptr, &st) != 0 && errno == ENOENT) {
 			const char *tmp = getenv("TMPDIR");
 
+			if (!tmp || !*tmp)
+				tmp = "/tmp";
 			tend_buf_reset(&p);
-			sweep_scratch(tmp && *tmp ? tmp : "/tmp");
-			tend_buf_printf(&p, "%s/tend-empty-%d-XXXXXX",
-			    tmp && *tmp ? tmp : "/tmp", (int)getpid());
+			sweep_scratch(tmp);
+			tend_buf_printf(&p, "%s/tend-empty-%d-XXXXXX", tmp,
+			    (int)getpid());
 			if (!mkdtemp(p.ptr)) {
 				rc = tend_error_set(TEND_ERROR, "%s: %s", p.ptr,
 				    strerror(errno));
