@@ -96,22 +96,9 @@ for d in range(50):
             o.write("%d %d\n" % (d, f))
 PY
 conf_site ""
-anon=$(python3 - "$TEND" <<'PY'
-import subprocess, sys, time
-p = subprocess.Popen([sys.argv[1], "plan"], stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL)
-peak = 0
-while p.poll() is None:
-    try:
-        for line in open("/proc/%d/status" % p.pid):
-            if line.startswith("RssAnon:"):
-                peak = max(peak, int(line.split()[1]))
-    except OSError:
-        pass
-    time.sleep(0.005)
-print(peak if p.returncode == 3 else -p.returncode - 1000)
-PY
-)
+OUT=$(python3 "$HERE/maxrss.py" "$TEND" plan 2>"$WS/.err"); RC=$?; ERR=$(cat "$WS/.err")
+expect_rc 3 "plan of 50k new files"
+anon=$(sed -n 's/^maxanon //p' "$WS/.err" | tail -1)
 echo "plan of 50,000 new files: peak anonymous RSS $anon KiB"
 [ "$anon" -gt 0 ] && [ "$anon" -lt 40960 ] || fail "plan of 50k new files: peak anonymous RSS $anon KiB, limit 40960"
 [ ! -e .tend ] || fail "plan made .tend"
