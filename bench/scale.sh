@@ -33,25 +33,12 @@ PY
 }
 
 # peak RSS in MiB of a command: total, and of its anonymous memory (the
-# rest is the store's pages mapped from the page cache), sampled
+# rest is the store's pages mapped from the page cache), sampled by the
+# tests' maxrss.py
 rss() {
-	python3 - "$@" <<'PY'
-import os, subprocess, sys, time
-p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL)
-anon = 0
-while p.poll() is None:
-    try:
-        for line in open("/proc/%d/status" % p.pid):
-            if line.startswith("RssAnon:"):
-                anon = max(anon, int(line.split()[1]))
-    except OSError:
-        pass
-    time.sleep(0.02)
-import resource
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print("%.0f %.0f" % (peak / 1024, anon / 1024))
-PY
+	python3 "$here/../tests/e2e/maxrss.py" "$@" 2>&1 >/dev/null |
+		awk '/^maxrss / {t = $2} /^maxanon / {a = $2}
+		     END {printf "%.0f %.0f\n", t / 1024, a / 1024}'
 }
 
 # A cold run starts from nothing, but the previous run's outputs are
