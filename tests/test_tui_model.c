@@ -127,7 +127,8 @@ header_fits(const struct tend_buf *h, size_t cols)
 }
 
 /* a pass that forgot states tend never wrote (their files stay) says so
- * apart from its deletes */
+ * apart from its deletes, and one that adopted files (they held the
+ * declared content) apart from its creates */
 static void
 test_last_pass_forgotten(void **state)
 {
@@ -143,10 +144,11 @@ test_last_pass_forgotten(void **state)
 		    "\"apps\": []}", 1);
 	tm_feed(&m, "{\"event\": \"pass_finished\", \"app\": \"site\", "
 		    "\"seq\": 1, \"created\": 0, \"updated\": 0, "
-		    "\"deleted\": 0, \"forgotten\": 2, \"ms\": 3}", 1);
+		    "\"deleted\": 0, \"forgotten\": 2, \"adopted\": 3, "
+		    "\"ms\": 3}", 1);
 	tm_header(&m, 1, 120, &h);
-	if (!strstr(h.ptr, "site: +0 ~0 -0 =2, 0 failed"))
-		fail_msg("no forgotten count in\n%s", h.ptr);
+	if (!strstr(h.ptr, "site: +0 ~0 -0 =2 3 adopted, 0 failed"))
+		fail_msg("no forgotten or adopted count in\n%s", h.ptr);
 	tend_buf_release(&h);
 	tm_free(&m);
 }

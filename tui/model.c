@@ -461,6 +461,11 @@ pass_line(struct tm_model *m, const struct tend_json *j)
 	if (n > 0 && forgotten > 0 && (size_t)n < sizeof m->last)
 		n += snprintf(m->last + n, sizeof m->last - (size_t)n,
 		    " =%.0f", forgotten);
+	/* states adopted: their names held the declared content already */
+	double adopted = tend_json_num(j, "adopted", 0);
+	if (n > 0 && adopted > 0 && (size_t)n < sizeof m->last)
+		n += snprintf(m->last + n, sizeof m->last - (size_t)n,
+		    " %.0f adopted", adopted);
 	double failed = tend_json_num(j, "failed", 0) +
 	    tend_json_num(j, "errors", 0);
 	double held = tend_json_num(j, "held_deletes", 0);

@@ -392,6 +392,7 @@ plan_event(struct tend_engine *eng, struct tend_comp *c, struct plan *p,
 			: p->error ? p->error : "failed",
 		.preview = c->pass->preview,
 		.forgotten = p->forgotten,
+		.adopted = p->adopted,
 	};
 
 	tend_key_format(&key, &p->key);
@@ -459,6 +460,8 @@ run_sinks(struct tend_engine *eng, struct batch *b)
 			p->child = res[j].child;
 			p->forgotten = p->is_delete && p->status == 0 &&
 			    res[j].left;
+			p->adopted = !p->is_delete && p->status == 0 &&
+			    res[j].adopted;
 			p->applied = true;
 			if (p->status && !p->error)
 				p->error = tend_xstrdup("sink failed");
@@ -922,6 +925,8 @@ settle_suspects(struct tend_engine *eng, struct pass *pass)
  * and fails the action. A plan that said "create" there would promise
  * what the sync does not do. Most keys hold nothing: one check each.
  * What is found is a suspect until the pass's end (settle_suspects).
+ * A key that holds the desired record already is adopted (p->adopted):
+ * the sink leaves it as it is.
  */
 static bool
 preview_in_the_way(struct tend_engine *eng, struct pass *pass,
@@ -939,7 +944,8 @@ preview_in_the_way(struct tend_engine *eng, struct pass *pass,
 		return false;
 	recs = tend_xcalloc(p->item.nstates + 1, sizeof *recs);
 	n = tend_item_records(&p->item, recs);
-	bool way = tend_foreign_at(eng, h, &p->key, recs, n, &why);
+	bool way = tend_foreign_at(eng, h, &p->key, recs, n, &why,
+	    &p->adopted);
 	free(recs);
 	if (way)
 		add_suspect(pass, c, p, tend_buf_detach(&why, NULL));

@@ -244,7 +244,7 @@ visit(struct tend_engine *eng, struct tend_txn *txn, const char *app,
 					struct tend_buf own = TEND_BUF_INIT;
 
 					if (tend_foreign_at(eng, h, &key, recs, n,
-						&own)) {
+						&own, NULL)) {
 						si.drift = tend_arena_memdup(
 						    &w.arena, own.ptr,
 						    own.len + 1);
@@ -281,21 +281,26 @@ visit(struct tend_engine *eng, struct tend_txn *txn, const char *app,
 }
 
 /* h's check of every record says the key holds something else or
- * nothing; `r` gets the last check's reason */
+ * nothing; `r` gets the last check's reason, *held (if not NULL) the
+ * index of a record the key holds (or n) */
 static bool
 none_held(struct tend_engine *eng, struct tend_handler *h,
     const struct tend_key *key, const struct tend_bytes *recs, size_t n,
-    struct tend_buf *r)
+    struct tend_buf *r, size_t *held)
 {
 	bool none = n > 0 && h && h->ops->check && h->ops->abi >= 2 &&
 	    (h->ops->flags & TEND_HANDLER_KEEPS_FOREIGN);
 
+	if (held)
+		*held = n;
 	for (size_t i = 0; none && i < n; i++) {
 		tend_buf_reset(r);
 		int rc = h->ops->check(h, &eng->ctx, key, &recs[i], r);
 
 		/* an error says nothing of what is there */
 		none = rc == TEND_ECONFLICT && r->ptr;
+		if (rc == 0 && held)
+			*held = i;
 		tend_error_clear();
 	}
 	return none;
@@ -307,7 +312,7 @@ tend_holds_none(struct tend_engine *eng, struct tend_handler *h,
     bool *absent)
 {
 	struct tend_buf r = TEND_BUF_INIT;
-	bool none = none_held(eng, h, key, recs, n, &r);
+	bool none = none_held(eng, h, key, recs, n, &r, NULL);
 
 	if (absent)
 		*absent = none && starts(r.ptr, TEND_CHECK_ABSENT);
@@ -318,12 +323,15 @@ tend_holds_none(struct tend_engine *eng, struct tend_handler *h,
 bool
 tend_foreign_at(struct tend_engine *eng, struct tend_handler *h,
     const struct tend_key *key, const struct tend_bytes *recs, size_t n,
-    struct tend_buf *why)
+    struct tend_buf *why, bool *holds_last)
 {
 	struct tend_buf r = TEND_BUF_INIT;
-	bool foreign = none_held(eng, h, key, recs, n, &r) &&
+	size_t held;
+	bool foreign = none_held(eng, h, key, recs, n, &r, &held) &&
 	    !starts(r.ptr, TEND_CHECK_ABSENT);
 
+	if (holds_last)
+		*holds_last = n > 0 && held == n - 1;
 	if (foreign && starts(r.ptr, TEND_CHECK_IN_THE_WAY))
 		tend_buf_puts(why, r.ptr);
 	else if (foreign)

@@ -61,10 +61,12 @@ int tend_engine_counts_check(struct tend_engine *eng, const char *app,
  * records that state's applies may have written). `why` then says so,
  * beginning with TEND_CHECK_IN_THE_WAY. false unless h's sink keeps
  * such things (TEND_HANDLER_KEEPS_FOREIGN) and h has a check.
+ * *holds_last, if not NULL, says whether the key holds recs[n - 1] (a
+ * first write's desired record: the sink adopts what is there).
  */
 bool tend_foreign_at(struct tend_engine *eng, struct tend_handler *h,
     const struct tend_key *key, const struct tend_bytes *recs, size_t n,
-    struct tend_buf *why);
+    struct tend_buf *why, bool *holds_last);
 
 /*
  * Does the key hold none of the n `recs` (somebody else's thing, or

@@ -77,6 +77,14 @@ tend_reconcile_prev_copy(const struct tend_reconcile_in *in, size_t len,
 	return p;
 }
 
+/* Sinks built before the result's flags index the array with its old
+ * stride (status, error, child): the flags must stay in the padding. */
+#if UINTPTR_MAX > 0xffffffffu
+_Static_assert(sizeof(struct tend_apply_result) == 3 * sizeof(void *),
+    "struct tend_apply_result changed its stride: sinks built before "
+    "break");
+#endif
+
 void
 tend_apply_fail(struct tend_apply_result *r, int status, const char *fmt, ...)
 {

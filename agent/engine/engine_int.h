@@ -186,6 +186,7 @@ struct plan {
 	struct tend_handler *child;
 	bool applied;
 	bool forgotten; /* a delete that removes nothing (tend_event) */
+	bool adopted; /* a first write that found it there (tend_event) */
 };
 
 struct tend_comp {

@@ -308,7 +308,8 @@ on_event(const struct tend_event *ev, void *arg)
 		 * a container's delete (a new target directory is listed,
 		 * not counted: sync's "2 created" is plan's "2 to create") */
 		if (tend_event_counts(ev))
-			c->plan_ops[ev->op == TEND_OP_CREATE ? 0
+			c->plan_ops[ev->adopted ? 4
+			    : ev->op == TEND_OP_CREATE ? 0
 			    : ev->op == TEND_OP_UPDATE ? 1
 			    : ev->forgotten ? 3 : 2]++;
 		if (ev->container && ev->invalidation == 2)
@@ -319,7 +320,8 @@ on_event(const struct tend_event *ev, void *arg)
 
 			tend_buf_puts(b, b->len ? ",\n  {" : "\n  {");
 			tend_buf_printf(b, "\"op\": \"%s\", \"app\": ",
-			    ev->op == TEND_OP_CREATE ? "create"
+			    ev->adopted ? "adopt"
+			    : ev->op == TEND_OP_CREATE ? "create"
 			    : ev->op == TEND_OP_UPDATE ? "update"
 			    : ev->forgotten ? "forget" : "delete");
 			tend_buf_json(b, ev->app);
@@ -339,7 +341,7 @@ on_event(const struct tend_event *ev, void *arg)
 
 			if (ev->invalidation)
 				op = '!';
-			else if (ev->forgotten)
+			else if (ev->forgotten || ev->adopted)
 				op = '=';
 			if (col)
 				color = op == '+' ? "\033[32m"
@@ -357,6 +359,11 @@ on_event(const struct tend_event *ev, void *arg)
 			else if (ev->forgotten)
 				printf("%s=%s %s %s  (forgotten: tend never "
 				       "wrote what is there, and leaves it)\n",
+				    color, reset, ev->app, path.ptr);
+			else if (ev->adopted)
+				printf("%s=%s %s %s  (adopted: it holds the "
+				       "declared content already; tend's from "
+				       "now on)\n",
 				    color, reset, ev->app, path.ptr);
 			else
 				printf("%s%c%s %s %s\n", color, op, reset,
@@ -390,7 +397,9 @@ on_event(const struct tend_event *ev, void *arg)
 		}
 		if (!tend_event_counts(ev))
 			break; /* entries are counted, not their directory */
-		if (ev->op == TEND_OP_CREATE)
+		if (ev->adopted)
+			c->adopted++;
+		else if (ev->op == TEND_OP_CREATE)
 			c->created++;
 		else if (ev->op == TEND_OP_UPDATE)
 			c->updated++;
@@ -401,12 +410,13 @@ on_event(const struct tend_event *ev, void *arg)
 		if (c->tty && ++c->shown % 512 == 0) {
 			fprintf(stderr, "\r\033[K%s: applied %llu", ev->app,
 			    (unsigned long long)(c->created + c->updated +
-				c->deleted));
+				c->adopted + c->deleted));
 			fflush(stderr);
 		}
 		if (c->verbose && !c->json) {
 			tend_display_path(&path, ev->provider, ev->key);
-			printf("%c %s %s\n", ev->forgotten ? '=' : (char)ev->op,
+			printf("%c %s %s\n",
+			    ev->forgotten || ev->adopted ? '=' : (char)ev->op,
 			    ev->app, path.ptr);
 		}
 		break;

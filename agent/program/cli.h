@@ -40,6 +40,7 @@ struct cli {
 	/* per app counters, fed by events */
 	uint64_t created, updated, deleted, failed, errors, invalidations;
 	uint64_t forgotten; /* deletes that removed nothing (not tend's) */
+	uint64_t adopted;   /* creates that found it there (tend's now) */
 	uint64_t rebuilt; /* containers rebuilt (destructive): strays removed */
 	uint64_t shown; /* progress */
 	const char *cur_app;
@@ -53,7 +54,7 @@ struct cli {
 	char *last_comp_err;
 	char *first_err; /* the app's first failure, for status and --json */
 	/* plan: what it found, over every app */
-	uint64_t plan_ops[4]; /* create, update, delete, forget */
+	uint64_t plan_ops[5]; /* create, update, delete, forget, adopt */
 	uint64_t plan_held, plan_failed, plan_strays;
 	uint64_t plan_stopped; /* apps whose plan pass stopped on an error */
 	bool destructive; /* plan: this app's target is rebuilt */

@@ -145,6 +145,10 @@ plan_summary(struct cli *c)
 	if (n[3])
 		printf(", %llu to forget (not tend's: left as %s)",
 		    (unsigned long long)n[3], n[3] == 1 ? "it is" : "they are");
+	if (n[4])
+		printf(", %llu to adopt (%s the declared content already)",
+		    (unsigned long long)n[4], n[4] == 1 ? "it holds"
+							: "they hold");
 	if (c->plan_held)
 		printf(", %llu held by the delete brake (tend sync "
 		       "--allow-delete applies them)",
@@ -350,7 +354,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		if (!selected(c, app->name))
 			continue;
 		c->created = c->updated = c->deleted = c->failed = 0;
-		c->forgotten = 0;
+		c->forgotten = c->adopted = 0;
 		c->errors = c->invalidations = c->shown = c->rebuilt = 0;
 		c->cur_app = app->name;
 		rc = tend_app_sync(ws, app, &o, &res);
@@ -384,7 +388,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			    .ms = (uint64_t)(dt * 1000 + 0.5),
 			    .status = rc ? 1 : 0, .created = c->created,
 			    .updated = c->updated, .deleted = c->deleted,
-			    .forgotten = c->forgotten,
+			    .forgotten = c->forgotten, .adopted = c->adopted,
 			    .failed = c->failed, .errors = c->errors,
 			    .held_deletes = res.held_deletes,
 			    .files = res.files, .read = res.hashed,
@@ -428,6 +432,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			tend_buf_printf(&out, "%s], \"pending\": %s, "
 					      "\"create\": %llu, \"update\": %llu, "
 					      "\"delete\": %llu, \"forget\": %llu, "
+					      "\"adopt\": %llu, "
 					      "\"held\": %llu, \"failed\": %llu}\n",
 			    c->json_items.len ? "\n" : "",
 			    c->pending ? "true" : "false",
@@ -435,6 +440,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			    (unsigned long long)c->plan_ops[1],
 			    (unsigned long long)c->plan_ops[2],
 			    (unsigned long long)c->plan_ops[3],
+			    (unsigned long long)c->plan_ops[4],
 			    (unsigned long long)c->plan_held,
 			    (unsigned long long)c->plan_failed);
 		} else if (!c->quiet)

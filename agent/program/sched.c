@@ -63,6 +63,9 @@ tend_pass_json(struct tend_buf *b, const struct tend_pass *p)
 	if (p->forgotten)
 		tend_buf_printf(b, ", \"forgotten\": %llu",
 		    (unsigned long long)p->forgotten);
+	if (p->adopted)
+		tend_buf_printf(b, ", \"adopted\": %llu",
+		    (unsigned long long)p->adopted);
 	if (p->error) {
 		tend_buf_puts(b, ", \"error\": ");
 		tend_buf_json(b, p->error);
@@ -79,6 +82,11 @@ tend_pass_text(struct tend_buf *b, const struct tend_pass *p)
 		tend_buf_printf(b, ", %llu forgotten (not tend's: left as "
 				   "%s)", (unsigned long long)p->forgotten,
 		    p->forgotten == 1 ? "it was" : "they were");
+	if (p->adopted)
+		tend_buf_printf(b, ", %llu adopted (%s the declared content "
+				   "already: tend's now)",
+		    (unsigned long long)p->adopted,
+		    p->adopted == 1 ? "it held" : "they held");
 	if (p->failed)
 		tend_buf_printf(b, ", %llu failed",
 		    (unsigned long long)p->failed);
@@ -111,7 +119,7 @@ tend_pass_from_json(struct tend_pass *p, const struct tend_json *j)
 	    .errors = N("errors"), .held_deletes = N("held_deletes"),
 	    .files = N("files"), .read = N("read"),
 	    .links_skipped = N("symlinks_skipped"),
-	    .forgotten = N("forgotten"),
+	    .forgotten = N("forgotten"), .adopted = N("adopted"),
 	    .error = tend_json_str(j, "error", NULL)};
 #undef N
 	/* a record of an older tend: seconds, no status */
@@ -185,7 +193,7 @@ settle(struct agent *a)
 
 struct pass_ctx {
 	struct agent *a;
-	uint64_t created, updated, deleted, forgotten, failed, errors;
+	uint64_t created, updated, deleted, forgotten, adopted, failed, errors;
 	char *last_err; /* the log says why, once per reason in a row */
 	char *first_err; /* the pass's first failure, for status */
 	bool preview;		/* collecting a plan */
@@ -223,6 +231,8 @@ action_fields(struct tend_buf *b, const struct tend_event *ev)
 			    ev->invalidation == 1 ? "lossy" : "destructive");
 		if (ev->forgotten)
 			tend_buf_puts(b, ", \"forgotten\": true");
+		if (ev->adopted)
+			tend_buf_puts(b, ", \"adopted\": true");
 	}
 	if (ev->component) {
 		tend_buf_puts(b, ", \"component\": ");
@@ -290,7 +300,9 @@ on_engine_event(const struct tend_event *ev, void *arg)
 		if (tend_event_is_refresh(ev) || pc->preview)
 			return;
 		if (tend_event_counts(ev)) {
-			if (ev->op == TEND_OP_CREATE)
+			if (ev->adopted)
+				pc->adopted++;
+			else if (ev->op == TEND_OP_CREATE)
 				pc->created++;
 			else if (ev->op == TEND_OP_UPDATE)
 				pc->updated++;
@@ -496,7 +508,7 @@ run_passes(struct agent *a, bool all)
 			s->components = 1 + (app->target == TEND_TARGET_FILE
 				? 1 : (int64_t)res.files);
 		} else if (s->states >= 0) {
-			s->states += (int64_t)pc.created -
+			s->states += (int64_t)(pc.created + pc.adopted) -
 			    (int64_t)(pc.deleted + pc.forgotten);
 			s->components += (int64_t)res.new_items -
 			    (int64_t)res.gone_items;
@@ -515,7 +527,7 @@ run_passes(struct agent *a, bool all)
 		    .ms = a->last_pass_ms, .status = rc ? 1 : 0,
 		    .created = pc.created, .updated = pc.updated,
 		    .deleted = pc.deleted, .forgotten = pc.forgotten,
-		    .failed = pc.failed,
+		    .adopted = pc.adopted, .failed = pc.failed,
 		    .errors = pc.errors, .held_deletes = res.held_deletes,
 		    .files = res.files, .read = res.hashed,
 		    /* failed and errors count what the pass's own

@@ -56,6 +56,9 @@ struct tend_pass {
 	/* deletes that removed nothing: the state was never tend's to
 	 * write there (what was in the way stays) */
 	uint64_t forgotten;
+	/* first writes that found the declared content there already: the
+	 * state is tend's from now on (not counted as created) */
+	uint64_t adopted;
 	uint64_t failed; /* actions that could not be applied */
 	uint64_t errors; /* declarations that failed (nothing of them applied) */
 	uint64_t held_deletes; /* source items whose deletes the brake holds */

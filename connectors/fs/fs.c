@@ -1081,7 +1081,7 @@ holds_a_record(int dirfd, const char *leaf, const struct entry_action *a)
  * the declared entry already, and stays as it is (its inode, its links,
  * its times).
  */
-#define ADOPTED 1
+#define ADOPTED 2
 static int
 may_replace(int dirfd, const char *leaf, const struct entry_action *a)
 {
@@ -1131,7 +1131,7 @@ put_link(int dirfd, const char *leaf, const struct entry_action *a, bool sync)
 			return tend_error_set(TEND_ERROR, "symlink: %s",
 			    strerror(errno));
 		if ((rc = may_replace(dirfd, leaf, a)))
-			return rc == ADOPTED ? 0 : rc;
+			return rc; /* an error, or ADOPTED */
 	}
 	for (int tries = 0;; tries++) {
 		tmp_name(tmp, sizeof tmp);
@@ -1224,7 +1224,7 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 			/* no /proc to link through: a named file */
 			close(fd);
 			if ((rc = may_replace(dirfd, leaf, a)))
-				return rc == ADOPTED ? 0 : rc;
+				return rc; /* an error, or ADOPTED */
 			return put_entry(dirfd, stagefd, leaf, a, sync, false);
 		} else if (errno == EEXIST)
 			rc = may_replace(dirfd, leaf, a);
@@ -1272,12 +1272,13 @@ put_entry(int dirfd, int stagefd, const char *leaf,
 	}
 	if ((rc || adopted) && tmp[0])
 		unlinkat(tmpdir, tmp, 0);
-	return rc;
+	return rc == 0 && adopted ? ADOPTED : rc;
 }
 
 /* `c` holds the directories of the previous entry of the batch: the
  * ones this entry shares are not opened again. LEFT_AS_IS: a delete
- * found nothing of the entry's at its name and removed nothing. */
+ * found nothing of the entry's at its name and removed nothing;
+ * ADOPTED: a first write found the declared entry there already. */
 #define LEFT_AS_IS 1
 static int
 apply_entry(int root, int stagefd, const struct entry_action *a, bool sync,
@@ -1460,6 +1461,8 @@ apply_share(struct share *sh)
 		    sh->sync, &c);
 		if (rc == LEFT_AS_IS)
 			sh->results[i].left = true;
+		else if (rc == ADOPTED)
+			sh->results[i].adopted = true;
 		else if (rc)
 			/* the engine names the entry */
 			tend_apply_fail(&sh->results[i], rc, "%s",

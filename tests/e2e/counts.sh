@@ -220,6 +220,11 @@ start_agent() {
 start_agent
 printf 'agent\n' > src/d0/agent.txt
 $CTL until "test -f moved/d0/agent.txt" -- true >/dev/null || fail "agent applied"
+# a file that holds the declared bytes already is adopted: said so by the
+# pass, and counted as a state (the agent counted only creates)
+printf 'same\n' > moved/d1/adopt.txt
+$CTL until "\"$TEND\" status --json | grep -q '\"adopted\": 1'" -- "printf 'same\\n' > src/d1/adopt.txt" >/dev/null ||
+	fail "the agent's pass says it adopted the file"
 line=$($CTL send status)
 # every state ls lists, the root's container too, as status counts them
 n=$("$TEND" ls --json a | python3 -c '

@@ -70,6 +70,11 @@ struct tend_event {
 	 * forgotten, what is at its key is not tend's and stays (APPLIED:
 	 * the sink said so; PLANNED in a preview: the handler's check) */
 	bool forgotten;
+	/* a create (TEND_OP_CREATE) that found the key holding the desired
+	 * value already and left it: the state is adopted, tend's from now
+	 * on (APPLIED: the sink said so; PLANNED in a preview: the
+	 * handler's check) */
+	bool adopted;
 };
 
 typedef void tend_event_fn(const struct tend_event *ev, void *arg);

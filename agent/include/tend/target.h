@@ -208,17 +208,24 @@ struct tend_apply_result {
 	/* 0, or a negative tend_status; set `error` too. The engine zeroes
 	 * the results before the call. */
 	int status;
+	/* The two flags sit in the padding after `status`, so that the
+	 * array's stride is the one of a sink built before them: such a
+	 * sink never sets them, and they stay false. */
+	/* A delete that left the key as it was: nothing of the state's was
+	 * there (a state no write of which was confirmed, at a key that
+	 * holds none of its records, or nothing). The state is forgotten;
+	 * reports do not call it a delete. */
+	bool left;
+	/* A first write (prev_never_applied) that found the key holding
+	 * the desired value already and left it as it was: the state is
+	 * adopted (tend's from now on, deleted with its declaration);
+	 * reports do not call it a create. */
+	bool adopted;
 	/* A message for a failed action (heap string, engine frees). */
 	char *error;
 	/* For a container action that created or kept the container: the
 	 * child handler (the engine owns it afterwards). NULL otherwise. */
 	struct tend_handler *child;
-	/* A delete that left the key as it was: nothing of the state's was
-	 * there (a state no write of which was confirmed, at a key that
-	 * holds none of its records, or nothing). The state is forgotten;
-	 * reports do not call it a delete. (Added in ABI 2; a sink that
-	 * never sets it has each of its deletes reported as one.) */
-	bool left;
 };
 
 /*
