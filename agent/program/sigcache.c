@@ -300,7 +300,8 @@ sig_lookup(struct scan *s, size_t rel_len, struct tend_bytes *v)
 /*
  * Add the source file rel (stat st, stored signature row `row` or NULL)
  * to the run: unchanged if its trusted signature matches, else read and
- * hashed; a signature within the racy window is stored untrusted.
+ * hashed; a signature within the racy window is stored untrusted. A
+ * full pass (sync --full) trusts no signature: every file is hashed.
  */
 void
 add_item(struct run *r, const char *rel, size_t len, const struct stat *st,
@@ -319,7 +320,7 @@ add_item(struct run *r, const char *rel, size_t len, const struct stat *st,
 		it.had = true;
 		it.old_fp = old.fp;
 	}
-	if (have && old.trusted && sig_same(&old, &it.sig)) {
+	if (have && old.trusted && sig_same(&old, &it.sig) && !r->o->full) {
 		it.sig = old;
 		it.unchanged = true;
 	} else {

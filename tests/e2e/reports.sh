@@ -323,4 +323,12 @@ expect_in "$OUT" "error: " "and its error"
 expect_not_in "$OUT" "killed" "not taken for a killed process"
 run drop k; expect_rc 0 "drop again"
 run status; expect_in "$OUT" "; dropped " "dropped at last"
+
+# sync --full trusts no stat signature: every source is read and hashed
+# again, as its help says (it said "3 files (0 read)": the signatures
+# were trusted)
+run sync; expect_in "$OUT" "k: 3 created" "sync after the drop"
+run sync --full; expect_rc 0 "sync --full"
+expect_in "$OUT" "3 files (3 read)" "sync --full reads every source"
+run sync; expect_in "$OUT" "3 files (0 read)" "the next sync trusts them again"
 finish
