@@ -461,7 +461,7 @@ run_sinks(struct tend_engine *eng, struct batch *b)
 			p->forgotten = p->is_delete && p->status == 0 &&
 			    res[j].left;
 			p->adopted = !p->is_delete && p->status == 0 &&
-			    res[j].adopted;
+			    res[j].adopted && !p->tried;
 			p->applied = true;
 			if (p->status && !p->error)
 				p->error = tend_xstrdup("sink failed");
@@ -946,6 +946,7 @@ preview_in_the_way(struct tend_engine *eng, struct pass *pass,
 	n = tend_item_records(&p->item, recs);
 	bool way = tend_foreign_at(eng, h, &p->key, recs, n, &why,
 	    &p->adopted);
+	p->adopted &= !p->tried;
 	free(recs);
 	if (way)
 		add_suspect(pass, c, p, tend_buf_detach(&why, NULL));

@@ -187,6 +187,9 @@ struct plan {
 	bool applied;
 	bool forgotten; /* a delete that removes nothing (tend_event) */
 	bool adopted; /* a first write that found it there (tend_event) */
+	/* an earlier apply (cut short) may have written this very record:
+	 * what holds it is not reported as adopted, but as created */
+	bool tried;
 };
 
 struct tend_comp {

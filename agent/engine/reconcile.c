@@ -136,11 +136,15 @@ tend_fill_action(struct plan *p, const struct tend_reconcile_out *out,
 {
 	p->kind = PLAN_ACTION;
 	p->record_changed = out->record_absent || nprev == 0;
-	for (size_t i = 0; i < nprev && !p->record_changed; i++)
-		if (prev[i].len != out->record.len ||
-		    (prev[i].len &&
-			memcmp(prev[i].data, out->record.data, prev[i].len)))
-			p->record_changed = true;
+	p->tried = false;
+	for (size_t i = 0; i < nprev && !out->record_absent; i++) {
+		bool same = prev[i].len == out->record.len &&
+		    (!prev[i].len ||
+			memcmp(prev[i].data, out->record.data, prev[i].len) == 0);
+
+		p->record_changed |= !same;
+		p->tried |= same;
+	}
 	p->action = out->action;
 	p->sink = out->sink;
 	p->is_delete = out->record_absent;

@@ -73,7 +73,8 @@ struct tend_event {
 	/* a create (TEND_OP_CREATE) that found the key holding the desired
 	 * value already and left it: the state is adopted, tend's from now
 	 * on (APPLIED: the sink said so; PLANNED in a preview: the
-	 * handler's check) */
+	 * handler's check). Not when an earlier apply of that value was cut
+	 * short: it may have written it, and the report says created. */
 	bool adopted;
 };
 
