@@ -201,9 +201,13 @@ tend_fs_check_name(const char *name, size_t len)
  * A directory tend makes is marked with an extended attribute as it is
  * made: only a marked one is removed once emptied (a target root by a
  * drop, an entry's parents by its delete). One that was there before
- * tend wrote into it is the user's, and stays. A kill between the mkdir
- * and the mark leaves it unmarked: kept, never lost. On a file system
- * without user attributes nothing can be marked or told apart: emptied
+ * tend wrote into it is the user's, and stays. An entry's directories
+ * are made and marked in the staging directory, then renamed into place
+ * (make_dir): a kill leaves a marked one, or one in the staging
+ * directory (swept). Made in place (no staging directory on the same
+ * file system, a container's root), a kill between the mkdir and the
+ * mark leaves it unmarked: kept, never lost. On a file system without
+ * user attributes nothing can be marked or told apart: emptied
  * directories are removed, as before the mark.
  */
 #define MADE_XATTR "user.tend.made"
@@ -227,6 +231,7 @@ struct chain {
 	int fd[MAX_DEPTH + 1];
 	char *seg[MAX_DEPTH + 1];
 	int n; /* fds open: fd[n-1] is the deepest */
+	int stage; /* the staging directory's fd + 1, or 0: see make_dir */
 };
 
 /* Close the levels from `k` down: the chain keeps its first k. */
@@ -273,27 +278,68 @@ open_dir_at(int parent, const char *seg)
 		      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
+static void tmp_name(char *buf, size_t size);
+
+/* Make the directory `seg` in `parent`: 1 made and marked, 2 made here
+ * (to be marked: no staging directory on its file system, `stage` 0),
+ * 0 somebody else made it meanwhile, -1 an error (errno). Made in the
+ * staging directory, marked, then renamed into place: never in the
+ * target unmarked. */
+static int
+make_dir(int parent, const char *seg, int stage)
+{
+	char tmp[64];
+	int e;
+
+	if (stage > 0) {
+		tmp_name(tmp, sizeof tmp);
+		if (mkdirat(stage - 1, tmp, 0755) == 0) {
+			int fd = open_dir_at(stage - 1, tmp);
+
+			if (fd >= 0) {
+				mark_made(fd);
+				close(fd);
+				if (renameat2(stage - 1, tmp, parent, seg,
+					RENAME_NOREPLACE) == 0)
+					return 1;
+			}
+			e = errno;
+			unlinkat(stage - 1, tmp, AT_REMOVEDIR);
+			if (e == EEXIST)
+				return 0;
+			/* another file system (or no renameat2): here */
+			if (fd >= 0 && e != EXDEV && e != EINVAL &&
+			    e != ENOSYS) {
+				errno = e;
+				return -1;
+			}
+		}
+	}
+	if (mkdirat(parent, seg, 0755) == 0)
+		return 2;
+	return errno == EEXIST ? 0 : -1;
+}
+
 /* Open one component `seg` under `parent`: an existing directory is
  * opened at once, a missing one made first when `create`. */
 static int
 open_seg(int parent, const char *seg, const char *rel, size_t upto,
-    bool create, int *out)
+    bool create, int stage, int *out)
 {
 	int fd = open_dir_at(parent, seg);
 
 	if (fd < 0 && errno == ENOENT && create) {
-		bool made;
+		int made = -1;
 
 		if (INJECTED("mkdir", seg) ||
-		    (!(made = mkdirat(parent, seg, 0755) == 0) &&
-			errno != EEXIST)) {
+		    (made = make_dir(parent, seg, stage)) < 0) {
 			int e = errno;
 			return tend_error_set(e == ENOENT ? TEND_ENOTFOUND
 							  : TEND_ERROR,
 			    "mkdir %.*s: %s", (int)upto, rel, strerror(e));
 		}
 		fd = open_dir_at(parent, seg);
-		if (fd >= 0 && made)
+		if (fd >= 0 && made == 2)
 			mark_made(fd);
 	}
 	if (fd < 0) {
@@ -368,7 +414,7 @@ chain_walk(struct chain *c, int rootfd, const char *rel, size_t len,
 			if (!seg)
 				abort();
 			rc = open_seg(c->fd[k - 1], seg, rel, j,
-			    i < clen ? create_c : create, &fd);
+			    i < clen ? create_c : create, c->stage, &fd);
 			if (rc) {
 				free(seg);
 				chain_close(c);
@@ -1450,7 +1496,7 @@ in_round(const struct share *sh, size_t i)
 static void
 apply_share(struct share *sh)
 {
-	struct chain c = {0};
+	struct chain c = {.stage = sh->stagefd + 1};
 
 	for (size_t i = sh->from; i < sh->to; i++) {
 		int rc;
