@@ -5,7 +5,8 @@
  *   T1  one write txn: every component's pre-commit (pending records,
  *       commit.c), durable before any sink runs;
  *       sinks: actions of the whole batch grouped by sink identity, one
- *       apply call per sink (the git connector's one commit per pass);
+ *       apply call per sink (the git connector amends one commit per
+ *       pass over its batches);
  *   T2  one write txn: every component's commit;
  *       fulfil: resolve container child providers with the handlers the
  *       sinks returned; GC: tombstoned components are deleted in the

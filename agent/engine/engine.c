@@ -51,6 +51,12 @@ tend_context_get(struct tend_context *ctx, const char *name)
 	return NULL;
 }
 
+uint64_t
+tend_context_pass(const struct tend_context *ctx)
+{
+	return ctx && ctx->eng->pass ? ctx->eng->pass->uid : 0;
+}
+
 bool
 tend_reconcile_settled(const struct tend_reconcile_in *in, const void *rec,
     size_t len)
@@ -1125,7 +1131,10 @@ pass_init(struct tend_engine *eng, struct pass *pass, const char *app,
     const struct tend_pass_opts *opts)
 {
 	memset(pass, 0, sizeof *pass);
+	static _Atomic uint64_t passes;
+
 	pass->id = ++eng->npass;
+	pass->uid = ++passes;
 	pass->app = app;
 	pass->full = opts && opts->full;
 	pass->preview = opts && opts->preview;

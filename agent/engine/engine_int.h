@@ -294,6 +294,7 @@ struct planref {
 
 struct pass {
 	uint64_t id;
+	uint64_t uid; /* unique in the process: tend_context_pass */
 	bool incremental; /* run_one: providers of earlier passes count */
 	const char *app;
 	bool full, preview;

@@ -48,7 +48,6 @@ forget_body(struct tend_txn *txn, void *arg)
 struct unknown_root {
 	struct tend_engine *eng;
 	char *path;
-	bool git; /* the app's container is a git tree */
 };
 
 static void
@@ -57,8 +56,6 @@ find_unknown_root(const struct tend_state_info *si, void *arg)
 	struct unknown_root *u = arg;
 	const char *p = si->path;
 
-	if (si->container && strncmp(p, "/@tend/git/", 11) == 0)
-		u->git = true;
 	if (u->path || strncmp(p, "/@", 2) != 0)
 		return;
 	/* the root's name is some '/'-prefix of what follows "/@" */
@@ -100,7 +97,7 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 		free(c->first_err);
 		c->first_err = NULL;
 		c->cur_app = c->apps[i];
-		struct unknown_root u = {ws->eng, NULL, false};
+		struct unknown_root u = {ws->eng, NULL};
 		tend_engine_list(ws->eng, c->apps[i], find_unknown_root, &u);
 		if (u.path) {
 			rc = tend_error_set(TEND_EINVALID, "%s is a target of a "
@@ -115,12 +112,9 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 			rc = tend_store_write(tend_engine_store(ws->eng),
 			    forget_body, &f);
 		/* a git target's deletes are one commit, as a sync's
-		 * changes are (they were one per 4,096 entries: 29 commits
-		 * for 118k); known from tend.conf, or for an app that left
-		 * it, from its stored container */
+		 * changes are: each batch amends the pass's commit */
 		struct tend_app_config *a = tend_ws_app(ws, c->apps[i]);
-		tend_engine_set_batch(ws->eng, a ? app_batch(a)
-						 : u.git ? SIZE_MAX : 0);
+		tend_engine_set_batch(ws->eng, a ? app_batch(a) : 0);
 		if (rc == 0)
 			rc = tend_engine_drop(ws->eng, c->apps[i], &st);
 		flush_same_errors(c);

@@ -438,7 +438,6 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 		goto out;
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
 	current_run = &r;
-	/* a git target makes one commit per pass: one batch */
 	tend_engine_set_batch(ws->eng, app_batch(app));
 	if (o->full && !o->preview && !r.unsure &&
 	    (rc = full_mark(ws, app->name, true)))

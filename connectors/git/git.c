@@ -2,7 +2,7 @@
  * git.c - the git-tree target, written with libgit2 (the only file that
  * includes <git2.h>).
  *
- * Entries of one ref that change in one batch become one commit: blobs
+ * Entries of one ref that change in one pass become one commit: blobs
  * are written for the changed contents only, the new tree is the tip's
  * tree with just those paths updated (git_tree_create_updated: cost grows
  * with the changed paths and their depth, not with the tree), and the ref
@@ -1363,6 +1363,84 @@ struct update {
 };
 
 /*
+ * One commit per pass, memory bounded by a batch. The engine applies a
+ * pass in batches (of 4096 components); each batch's changes of a ref
+ * commit at once, and a later batch of the same pass replaces the
+ * pass's commit with one holding its own changes too, on the same
+ * parent (the tip the pass found), as long as the ref still points at
+ * the commit it replaces (compare-and-swap, as always). So the store,
+ * which settles each batch's records after its apply, never says more
+ * than the ref holds: a kill between batches leaves the commit of the
+ * batches done, and the next pass commits the rest. A reader of the ref
+ * during a pass of many batches may see a commit the next batch
+ * replaces. If the ref moved under the pass (somebody else's commit),
+ * its next batch commits on top of it.
+ */
+struct amend {
+	uint64_t pass; /* tend_context_pass; 0: free */
+	char *key;     /* the repository's path, then the ref */
+	git_oid last;  /* the pass's commit, on the ref */
+	git_oid parent; /* its parent (has_parent): the tip the pass found */
+	bool has_parent;
+	size_t count; /* the entries it commits, for {count} */
+};
+#define AMENDS 8
+static struct amend amends[AMENDS];
+static pthread_mutex_t amends_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The pass's commit on ref so far (am->pass 0: none yet) */
+static void
+amend_get(uint64_t pass, git_repository *repo, const char *ref,
+    struct amend *am)
+{
+	struct tend_buf key = TEND_BUF_INIT;
+
+	memset(am, 0, sizeof *am);
+	if (!pass)
+		return;
+	tend_buf_printf(&key, "%s%c%s", git_repository_path(repo), 0, ref);
+	pthread_mutex_lock(&amends_lock);
+	for (size_t i = 0; i < AMENDS; i++)
+		if (amends[i].pass == pass && amends[i].key &&
+		    memcmp(amends[i].key, key.ptr, key.len + 1) == 0) {
+			*am = amends[i];
+			am->key = NULL;
+		}
+	pthread_mutex_unlock(&amends_lock);
+	tend_buf_release(&key);
+}
+
+/* The pass committed `am` on ref: its next batch amends it. The oldest
+ * pass's slot goes first (passes of one engine come one after another). */
+static void
+amend_put(uint64_t pass, git_repository *repo, const char *ref,
+    const struct amend *am)
+{
+	struct tend_buf key = TEND_BUF_INIT;
+	size_t slot = 0;
+
+	if (!pass)
+		return;
+	tend_buf_printf(&key, "%s%c%s", git_repository_path(repo), 0, ref);
+	pthread_mutex_lock(&amends_lock);
+	for (size_t i = 0; i < AMENDS; i++) {
+		if (amends[i].key &&
+		    memcmp(amends[i].key, key.ptr, key.len + 1) == 0) {
+			slot = i;
+			break;
+		}
+		if (amends[i].pass < amends[slot].pass)
+			slot = i;
+	}
+	free(amends[slot].key);
+	amends[slot] = *am;
+	amends[slot].pass = pass;
+	amends[slot].key = tend_xmemdup(key.ptr, key.len + 1);
+	pthread_mutex_unlock(&amends_lock);
+	tend_buf_release(&key);
+}
+
+/*
  * The removals first, then the rest, onto the tree they leave: a file
  * that becomes a directory ("foo" gone, "foo/bar" new) or the other way
  * round is one pass and one commit (libgit2 refuses both at once, a
@@ -1416,13 +1494,15 @@ cmp_update(const void *x, const void *y)
 static int
 commit_updates(git_repository *repo, const char *ref, struct update *ups,
     size_t n, const char *wipe_prefix, bool wipe, const struct spec *spec,
-    size_t nactions, struct packer *pk)
+    size_t nactions, struct packer *pk, uint64_t pass)
 {
+	struct amend am;
 	int rc = 0;
 
+	amend_get(pass, repo, ref, &am);
 	for (int attempt = 0; attempt < RETRIES; attempt++) {
 		git_oid tip, tree_id, base_id, commit_id;
-		git_commit *parent = NULL;
+		git_commit *parent = NULL, *tipc = NULL;
 		git_tree *base = NULL, *newtree = NULL;
 		git_signature *author = NULL, *committer = NULL;
 		git_reference *newref = NULL;
@@ -1433,10 +1513,21 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 		if (!list)
 			abort();
 		git_error_clear();
+		/* the tip is this pass's commit: replace it (see amend) */
+		bool amending = have_tip && am.pass &&
+		    git_oid_equal(&tip, &am.last);
 		if (have_tip) {
-			if ((rc = git_commit_lookup(&parent, repo, &tip)) ||
-			    (rc = git_commit_tree(&base, parent))) {
+			if ((rc = git_commit_lookup(&tipc, repo, &tip)) ||
+			    (rc = git_commit_tree(&base, tipc))) {
 				rc = git_fail("read the tip of", ref);
+				goto next;
+			}
+			if (!amending)
+				git_commit_lookup(&parent, repo, &tip);
+			else if (am.has_parent &&
+			    git_commit_lookup(&parent, repo, &am.parent)) {
+				rc = git_fail("read the parent of the pass's "
+					      "commit on", ref);
 				goto next;
 			}
 		} else {
@@ -1497,6 +1588,7 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 			rc = 0; /* nothing changed: no commit */
 			goto next;
 		}
+		size_t count = amending ? am.count + nactions : nactions;
 		if (git_tree_lookup(&newtree, repo, &tree_id) ||
 		    tend_git_signature(repo, spec->author, &author) ||
 		    tend_git_signature(repo, NULL, &committer)) {
@@ -1506,7 +1598,7 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 		struct tend_buf msg = TEND_BUF_INIT;
 		for (const char *p = spec->message; *p;) {
 			if (strncmp(p, "{count}", 7) == 0) {
-				tend_buf_printf(&msg, "%zu", nactions);
+				tend_buf_printf(&msg, "%zu", count);
 				p += 7;
 			} else
 				tend_buf_putc(&msg, *p++);
@@ -1516,7 +1608,7 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 		tend_buf_putc(&msg, '\n');
 		const git_commit *parents[1] = {parent};
 		rc = git_commit_create(&commit_id, repo, NULL, author, committer,
-		    "UTF-8", msg.ptr, newtree, have_tip ? 1 : 0, parents);
+		    "UTF-8", msg.ptr, newtree, parent ? 1 : 0, parents);
 		tend_buf_release(&msg);
 		if (rc) {
 			rc = git_fail("commit on", ref);
@@ -1579,6 +1671,17 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 		 * old container's last one) */
 		if (rc == 0 && have_tip)
 			tags_follow(repo, ref, &tip, &commit_id, spec);
+		if (rc == 0) {
+			if (!amending) {
+				am.has_parent = have_tip;
+				if (have_tip)
+					am.parent = tip;
+			}
+			am.last = commit_id;
+			am.count = count;
+			amend_put(pass, repo, ref, &am);
+			am.pass = pass;
+		}
 	next:
 		/* done, failed, or (TEND_ECONFLICT) go round again */
 		git_reference_free(newref);
@@ -1587,6 +1690,7 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 		git_tree_free(newtree);
 		git_tree_free(base);
 		git_commit_free(parent);
+		git_commit_free(tipc);
 		free(list);
 		if (rc != TEND_ECONFLICT)
 			return rc;
@@ -2102,7 +2206,8 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			}
 			if (a->wipe) {
 				int r = commit_updates(repo, a->ref, NULL, 0,
-				    a->prefix, true, &a->spec, 0, NULL);
+				    a->prefix, true, &a->spec, 0, NULL,
+				    tend_context_pass(ctx));
 				if (r)
 					tend_apply_fail(&results[idx[i]], r, "%s",
 					    tend_error_last());
@@ -2297,7 +2402,8 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		keep.tags = tags.ptr ? tags.ptr : (char *)"";
 		keep.tagslen = tags.len;
 		rc = commit_updates(repo, acts[0]->ref, ups, nu, "", false,
-		    &keep, nentries, use_pack ? &pk : NULL);
+		    &keep, nentries, use_pack ? &pk : NULL,
+		    tend_context_pass(ctx));
 		tend_buf_release(&tags);
 	}
 	if (use_pack)
@@ -2669,7 +2775,8 @@ tend_git_sweep(const struct tend_git_sweep *s, size_t *count)
 	sp.tags = tags.ptr ? tags.ptr : (char *)"";
 	sp.tagslen = tags.len;
 	writes_begin(s->state, &tf);
-	rc = commit_updates(repo, s->ref, ups, w.n, "", false, &sp, w.n, NULL);
+	rc = commit_updates(repo, s->ref, ups, w.n, "", false, &sp, w.n, NULL,
+	    0);
 	writes_end(&tf);
 out:
 	free(ups);

@@ -237,4 +237,49 @@ for how in conf gone; do
 	git -C many fsck --strict >"$WS/.fsck" 2>&1 || fail "$how: git fsck after the drop: $(cat "$WS/.fsck")"
 done
 rm -rf many manysrc
+
+# A pass of many batches (TEND_BATCH=4: 30 files, the root, a tag) makes
+# one commit: each batch amends the pass's commit, so memory is bounded
+# by a batch, not the pass (a first commit of 100k files held 467 MiB as
+# one batch). Killed between batches, the ref holds the commit of the
+# batches done, which the store settled, and the next sync commits the
+# rest; a commit of somebody else's between two batches is kept.
+rm -rf bsrc .tend; git init -q --bare batched; mkdir -p bsrc/a bsrc/b bsrc/c
+i=0; while [ $i -lt 30 ]; do echo $i > bsrc/$(printf 'abc' | cut -c$(( i % 3 + 1 )))/f$i; i=$((i+1)); done
+printf '[app "bat"]\n\tsource = bsrc\n\ttarget = git:batched\n\tref = refs/heads/main\n\ttag = v\n\tmessage = sync {count}\n' > tend.conf
+B() { git -C batched "$@"; }
+btree() { B ls-tree -r --name-only refs/heads/main | sort; }
+srctree() { (cd bsrc && find . -type f | sed 's|^\./||' | sort); }
+TEND_BATCH=4 run sync; expect_rc 0 "batched: first sync"
+[ "$(B rev-list --count refs/heads/main)" = 1 ] || fail "batched: $(B rev-list --count refs/heads/main) commits for one pass, want 1"
+[ "$(btree)" = "$(srctree)" ] || fail "batched: the tree is not the source"
+[ "$(B log -1 --format=%s refs/heads/main)" = "sync 30" ] || fail "batched: the message counts $(B log -1 --format=%s refs/heads/main), want sync 30"
+[ "$(B rev-parse v)" = "$(B rev-parse refs/heads/main)" ] || fail "batched: the tag is not on the pass's commit"
+B fsck --strict >"$WS/.fsck" 2>&1 || fail "batched: git fsck: $(cat "$WS/.fsck")"
+i=30; while [ $i -lt 60 ]; do echo $i > bsrc/$(printf 'abc' | cut -c$(( i % 3 + 1 )))/f$i; i=$((i+1)); done
+TEND_BATCH=4 TEND_FAILPOINTS='git-ref-update@3=kill' run sync
+expect_rc 137 "batched: killed at its third ref update"
+[ "$(B rev-list --count refs/heads/main)" = 2 ] || fail "batched: the killed pass left $(( $(B rev-list --count refs/heads/main) - 1 )) commits, want 1"
+n=$(btree | wc -l); [ "$n" -gt 30 ] && [ "$n" -lt 60 ] || fail "batched: the killed pass's commit holds $n entries"
+run check; expect_rc 1 "batched: check after the kill"
+expect_in "$OUT" "interrupted applies: the next tend sync retries them" "batched: check says what the kill left"
+TEND_BATCH=4 run sync; expect_rc 0 "batched: the sync after the kill"
+[ "$(B rev-list --count refs/heads/main)" = 3 ] || fail "batched: $(B rev-list --count refs/heads/main) commits, want 3"
+[ "$(btree)" = "$(srctree)" ] || fail "batched: the tree after the kill is not the source"
+run check; expect_rc 0 "batched: no drift"
+# somebody commits between two batches: kept, the pass goes on top of it
+git clone -q -b main batched bwt 2>/dev/null || fail "batched: clone"
+i=60; while [ $i -lt 90 ]; do echo $i > bsrc/$(printf 'abc' | cut -c$(( i % 3 + 1 )))/f$i; i=$((i+1)); done
+TEND_BATCH=4 TEND_FAILPOINTS='git-ref-update@2=stop' "$TEND" sync >"$WS/bs.out" 2>&1 & BG=$!
+stopped $BG || fail "batched: the sync did not park at its second ref update"
+printf 'theirs\n' > bwt/theirs.txt; git -C bwt add theirs.txt; git -C bwt commit -qm theirs
+git -C bwt fetch -q origin main && git -C bwt rebase -q origin/main && git -C bwt push -q origin HEAD:main || fail "batched: the user's push"
+theirs=$(git -C bwt rev-parse HEAD)
+kill -CONT $BG; wait $BG; rc=$?; BG=
+[ $rc = 0 ] || fail "batched: the sync beside a user's commit: exit $rc: $(cat "$WS/bs.out")"
+B merge-base --is-ancestor "$theirs" refs/heads/main || fail "batched: the user's commit was lost"
+[ "$(B show refs/heads/main:theirs.txt)" = theirs ] || fail "batched: the user's file"
+[ "$(btree | grep -v theirs.txt)" = "$(srctree)" ] || fail "batched: the tree beside the user's commit"
+B fsck --strict >"$WS/.fsck" 2>&1 || fail "batched: git fsck at the end: $(cat "$WS/.fsck")"
+rm -rf batched bsrc bwt
 finish

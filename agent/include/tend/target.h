@@ -251,6 +251,14 @@ struct tend_sink {
 void *tend_context_get(struct tend_context *ctx, const char *name);
 
 /*
+ * The pass an apply belongs to: the same for every batch of one pass,
+ * different for every pass of every engine of the process (0 outside a
+ * pass). A sink may build one result over the batches of a pass: the git
+ * target's one commit per pass, which each batch amends.
+ */
+uint64_t tend_context_pass(const struct tend_context *ctx);
+
+/*
  * The convergence rule for reconcile (semantics R50), for a declared
  * value: true when no write is needed, i.e. when
  * in->prev_may_be_missing is false and each of the in->nprev previous
