@@ -1118,11 +1118,12 @@ conflict_with_an_owner_keeps_what_is_there(void **state)
 static const char *live_names; /* "C1 C2": the test's live components */
 
 static bool
-test_live(const char *component, void *arg)
+test_live(const char *component, const char *provider, void *arg)
 {
 	const char *leaf = strrchr(component, '/');
 
 	(void)arg;
+	(void)provider;
 	return leaf && strstr(live_names, leaf + 1) != NULL;
 }
 

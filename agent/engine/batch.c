@@ -144,7 +144,7 @@ pass_comp(struct pass *pass, const struct tend_fp *cid)
 
 bool
 tend_pass_still_declares(struct tend_comp *c, const struct tend_fp *owner,
-    const char *owner_path, const struct tend_fp *tsid)
+    const char *owner_path, const struct tend_fp *tsid, const char *provider)
 {
 	struct tend_engine *eng = c->eng;
 	struct pass *pass = c->pass;
@@ -164,7 +164,7 @@ tend_pass_still_declares(struct tend_comp *c, const struct tend_fp *owner,
 	if (pass->incremental)
 		return true;
 	return eng->comp_hooks.live &&
-	    eng->comp_hooks.live(owner_path, eng->comp_arg);
+	    eng->comp_hooks.live(owner_path, provider, eng->comp_arg);
 }
 
 struct claim {
@@ -235,7 +235,7 @@ settle_contest(struct tend_txn *txn, struct batch *b,
 		if (mine == n) {
 			tend_inspect_comp_path(txn, &owner, &who);
 			live = tend_pass_still_declares(any, &owner, who.ptr,
-			    g[0].tsid);
+			    g[0].tsid, g[0].decl->prov->name);
 		}
 	}
 	for (size_t i = 0; i < n; i++) {

@@ -671,7 +671,8 @@ contest_enter(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 
 		who[len] = '\0';
 		if (!tend_fp_equal(&cid, &c->cid) &&
-		    tend_pass_still_declares(c, &cid, who, &d->tsid)) {
+		    tend_pass_still_declares(c, &cid, who, &d->tsid,
+			d->prov->name)) {
 			rc = tend_contest_add(txn, &d->tsid, NULL, &c, 1);
 			if (rc == 0) {
 				tend_conflict_message(c, who, d->prov->name,
@@ -734,7 +735,7 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 			 * declares it: two that do conflict */
 			tend_inspect_comp_path(txn, &from, &who);
 			if (tend_pass_still_declares(c, &from, who.ptr,
-				&d->tsid)) {
+				&d->tsid, prov->name)) {
 				tend_conflict_message(c, who.ptr, prov->name,
 				    &d->key, true);
 				tend_buf_release(&who);

@@ -378,7 +378,7 @@ void tend_pass_save_provider(struct pass *pass, struct tend_provider *p);
 /* Does component `owner` still declare target state `tsid` in this pass
  * (inspect.h: tend_component_hooks)? `owner_path` is its display path. */
 bool tend_pass_still_declares(struct tend_comp *c, const struct tend_fp *owner,
-    const char *owner_path, const struct tend_fp *tsid);
+    const char *owner_path, const struct tend_fp *tsid, const char *provider);
 /* commit.c: an owner row naming a conflict's contenders */
 bool tend_contest_row(const struct tend_bytes *v);
 /* Its next contender from offset `at` (32 first); 0 at the end. */

@@ -54,7 +54,10 @@ void tend_engine_set_settle_hook(struct tend_engine *eng,
  * Either may be NULL.
  */
 struct tend_component_hooks {
-	bool (*live)(const char *component, void *arg);
+	/* `provider`: the name of the provider of the state in question (a
+	 * component declares into its app's target: one of another app
+	 * that now targets elsewhere does not declare it) */
+	bool (*live)(const char *component, const char *provider, void *arg);
 	void (*name)(const char *component, struct tend_buf *out, void *arg);
 };
 void tend_engine_set_component_hooks(struct tend_engine *eng,

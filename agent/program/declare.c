@@ -841,6 +841,46 @@ held_sources(struct tend_app_result *res, const struct run *r)
 	res->nheld_sources = r->nvanished;
 }
 
+bool
+app_target_names(struct tend_ws *ws, const struct tend_app_config *app,
+    struct tend_buf *component, struct tend_buf *provider)
+{
+	struct tend_buf key = TEND_BUF_INIT, v = TEND_BUF_INIT;
+	const char *root = NULL;
+	struct tend_key k, git[3];
+
+	if (app->target == TEND_TARGET_DIR) {
+		root = TEND_FS_DIR;
+		k = tend_key_str(app->target_path);
+	} else if (app->target == TEND_TARGET_GIT) {
+		root = TEND_GIT;
+		git[0] = tend_key_str(app->target_path);
+		git[1] = tend_key_str(app->ref);
+		git[2] = tend_key_str(app->prefix ? app->prefix : "");
+		k = tend_key_tuple(git, 3);
+	} else if (app->target == TEND_TARGET_PLUGIN &&
+	    tend_ws_connector_container(ws, (struct tend_app_config *)app,
+		&key, &v) == 0) {
+		root = tend_ws_connector(ws, app->target_type)->root;
+		k = tend_key_str(key.ptr);
+	}
+	struct tend_provider *p = root ? tend_engine_root(ws->eng, root) : NULL;
+	if (p) {
+		struct tend_key parts[2] = {tend_key_str(tend_provider_name(p)),
+		    k};
+		struct tend_key t = tend_key_tuple(parts, 2);
+
+		tend_buf_puts(component, "/@tend/mount_target/");
+		tend_key_format(component, &t);
+		tend_buf_printf(provider, "%s/", tend_provider_name(p));
+		tend_key_format(provider, &k);
+	}
+	tend_buf_release(&key);
+	tend_buf_release(&v);
+	tend_error_clear();
+	return p != NULL;
+}
+
 int
 root_body(struct tend_comp *c, void *arg)
 {

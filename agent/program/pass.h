@@ -194,6 +194,13 @@ TEND_HIDDEN int partial_body(struct tend_comp *c, void *arg);
 
 /* why.c: provenance and conflicts */
 TEND_HIDDEN struct item *find_item(struct run *r, const char *component);
+/* The display path, after "/APP", of the component that mounts app's
+ * target container ("/@tend/mount_target/(...)"), and the name of the
+ * provider its entries are declared in; false for a target without a
+ * container (file:) */
+TEND_HIDDEN bool app_target_names(struct tend_ws *ws,
+    const struct tend_app_config *app, struct tend_buf *component,
+    struct tend_buf *provider);
 TEND_HIDDEN void on_conflict(const struct tend_event *ev, void *arg);
 TEND_HIDDEN struct tend_conflicts *ws_conflicts(struct tend_ws *ws,
     const char *app);

@@ -76,18 +76,33 @@ comp_app(struct tend_ws *ws, const char *component, const char **rest)
 	return NULL;
 }
 
-/* An owner this pass did not mount (yet): a source item of the running
- * app is live if the walk found it; anything else of a configured app
- * (its target, its manifest) is; an app gone from tend.conf is not (its
- * states are taken over, as `tend drop` would let go of them). */
+/* An owner this pass did not mount (yet), of a state of `provider`: a
+ * configured app's components declare into the target tend.conf names
+ * now, so one of an app whose target moved (two apps that swap their
+ * targets: each held the other's for ever) does not; else a source item
+ * of the running app is live if the walk found it, and anything else of
+ * a configured app (its manifest) is; an app gone from tend.conf is not
+ * (its states are taken over, as `tend drop` would let go of them). */
 static bool
-comp_live(const char *component, void *arg)
+comp_live(const char *component, const char *provider, void *arg)
 {
 	struct run *r = current_run;
 	const char *rest = NULL;
 	struct tend_app_config *app = comp_app(arg, component, &rest);
 
 	if (!app)
+		return false;
+	struct tend_buf mt = TEND_BUF_INIT, prov = TEND_BUF_INIT;
+	bool moved = false;
+	if (app_target_names(arg, app, &mt, &prov)) {
+		if (strncmp(rest, "/@tend/mount_target/", 20) == 0)
+			moved = strcmp(mt.ptr, rest) != 0;
+		else if (provider && strncmp(rest, "/@files/", 8) == 0)
+			moved = strcmp(provider, prov.ptr) != 0;
+	}
+	tend_buf_release(&mt);
+	tend_buf_release(&prov);
+	if (moved)
 		return false;
 	if (!r || app != r->app || strncmp(rest, "/@files/", 8) != 0)
 		return true;

@@ -101,4 +101,19 @@ expect_file out/a.md A
 until_ '[ "$(cat out/a.md 2>/dev/null)" = SUB ]' 'rm src/a.md' "the agent applies the other source once the owner is gone"
 kill -TERM $AGENT; wait $AGENT; AGENT=
 run check; expect_rc 0 "no drift after the agent"
+
+# two apps swap their targets in one edit: each lets go of its old one
+# (each held the other's for ever: every sync failed with two conflicts
+# while check said no drift; a new user's trial)
+rm -rf src out .tend X Y; mkdir s1 s2; echo A > s1/f; echo B > s2/f
+printf '[app "a"]\n\tsource = s1\n\ttarget = dir:X\n[app "b"]\n\tsource = s2\n\ttarget = dir:Y\n' > tend.conf
+run sync; expect_rc 0 "swap: first sync"
+printf '[app "a"]\n\tsource = s1\n\ttarget = dir:Y\n[app "b"]\n\tsource = s2\n\ttarget = dir:X\n' > tend.conf
+run plan; expect_rc 3 "swap: plan"
+expect_not_in "$ERR" "conflict" "swap: plan finds no conflict"
+run sync; expect_rc 0 "swap: the sync after the swap"
+expect_not_in "$ERR" "conflict" "swap: no conflict"
+expect_file X/f B; expect_file Y/f A
+run check; expect_rc 0 "swap: no drift"
+run sync; expect_rc 0 "swap: settled"; expect_in "$OUT" "a: 0 created, 0 updated, 0 deleted" "swap: nothing left to do"
 finish
