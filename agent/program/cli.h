@@ -90,6 +90,16 @@ TEND_HIDDEN void put_doc(struct tend_buf *b);
 TEND_HIDDEN int cmd_sync(struct cli *c, struct tend_ws *ws, bool preview);
 
 /* cmd_show.c */
+/* "12:03:04, 5 s ago" */
+TEND_HIDDEN void put_when(struct tend_buf *b, long long t);
+/* A drop of `app` began and did not finish (killed): *when (if not
+ * NULL) gets when it began */
+TEND_HIDDEN bool drop_interrupted(struct tend_ws *ws, const char *app,
+    long long *when);
+/* "a drop began ... and did not finish: ..." for status, check and
+ * plan */
+TEND_HIDDEN void say_drop_interrupted(struct tend_buf *b, const char *app,
+    long long when);
 TEND_HIDDEN int cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check);
 TEND_HIDDEN int cmd_status(struct cli *c, struct tend_ws *ws);
 

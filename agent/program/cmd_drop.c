@@ -18,7 +18,8 @@
 
 struct forget {
 	const char *app;
-	/* after the drop: what status says of the app's last pass */
+	/* what status says of the app's last pass: that a drop began, then
+	 * how it ended (NULL: nothing, the app left tend.conf) */
 	const char *dropped;
 };
 
@@ -91,7 +92,13 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 		tend_buf_puts(&out, "{\"apps\": [");
 	for (size_t i = 0; i < c->napps; i++) {
 		struct tend_stats st;
-		struct forget f = {c->apps[i], NULL};
+		/* status, check and plan say a drop was cut short until the
+		 * record of its end replaces this one */
+		char began[64];
+		snprintf(began, sizeof began,
+		    "{\"time\": %lld, \"dropping\": true}",
+		    (long long)time(NULL));
+		struct forget f = {c->apps[i], began};
 
 		c->deleted = c->failed = c->forgotten = 0;
 		free(c->first_err);

@@ -313,6 +313,23 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		tend_buf_reset(&l.rows);
 		if (!c->json)
 			flush_out(&out, true); /* before check's own lines */
+		long long when;
+		if (check && !rc && drop_interrupted(ws, name, &when)) {
+			struct tend_buf t = TEND_BUF_INIT;
+
+			if (c->json) {
+				tend_buf_puts(&out, shown++ ? ",\n  " : "\n  ");
+				tend_buf_puts(&out, "{\"app\": ");
+				tend_buf_json(&out, name);
+				tend_buf_printf(&out, ", \"drop_interrupted\": "
+						      "true, \"since\": %lld}",
+				    when);
+			} else if (!c->quiet) {
+				say_drop_interrupted(&t, name, when);
+				printf("%s: %s\n", name, t.ptr);
+			}
+			tend_buf_release(&t);
+		}
 		if (rc) {
 			say_error("%s", tend_error_last());
 			ls_end(c, &l, &out, shown);
@@ -363,7 +380,7 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 }
 
 /* "12:03:04, 5 s ago" (with the date when it is not today's) */
-static void
+void
 put_when(struct tend_buf *b, long long t)
 {
 	time_t now = time(NULL), tt = (time_t)t;
@@ -388,6 +405,42 @@ put_when(struct tend_buf *b, long long t)
 		    age % 3600 / 60);
 	else
 		tend_buf_printf(b, "%lld days ago", age / 86400);
+}
+
+bool
+drop_interrupted(struct tend_ws *ws, const char *app, long long *when)
+{
+	struct tend_txn *txn;
+	struct tend_bytes v;
+	char key[300];
+	bool yes = false;
+
+	if (tend_store_read_begin(tend_engine_store(ws->eng), &txn))
+		return false;
+	snprintf(key, sizeof key, "last/%s", app);
+	if (tend_store_get(txn, TEND_T_META, key, strlen(key), &v) == 0) {
+		struct tend_json *j = tend_json_parse((const char *)v.data,
+		    v.len, NULL, 0);
+
+		yes = j && tend_json_bool(j, "dropping", false);
+		if (yes && when)
+			*when = tend_json_int(j, "time", 0, TEND_JSON_INT_MAX,
+			    0);
+		tend_json_free(j);
+	}
+	tend_store_read_end(txn);
+	tend_error_clear();
+	return yes;
+}
+
+void
+say_drop_interrupted(struct tend_buf *b, const char *app, long long when)
+{
+	tend_buf_puts(b, "a drop began ");
+	put_when(b, when);
+	tend_buf_printf(b, ", and did not finish (killed): tend drop %s "
+			   "finishes it (tend sync declares the app again)",
+	    app);
 }
 
 /* "  push origin refs/heads/pages: 1 ahead, 0 behind; last pushed ...;
@@ -578,6 +631,8 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 				tend_pass_json(&out, &p);
 				if (tend_json_bool(last, "dropped", false))
 					tend_buf_puts(&out, ", \"dropped\": true");
+				if (tend_json_bool(last, "dropping", false))
+					tend_buf_puts(&out, ", \"dropping\": true");
 				tend_buf_printf(&out, ", \"by\": \"%s\"}",
 				    last == al ? "agent" : "store");
 				tend_buf_printf(&out, ", \"later_pass_unfinished\": "
@@ -611,7 +666,12 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 			if (held)
 				tend_buf_printf(&t, ", %lld delete%s held", held,
 				    held == 1 ? "" : "s");
-			if (last && tend_json_bool(last, "dropped", false)) {
+			if (last && tend_json_bool(last, "dropping", false)) {
+				tend_buf_puts(&t, "; ");
+				say_drop_interrupted(&t, name,
+				    tend_json_int(last, "time", 0,
+					TEND_JSON_INT_MAX, 0));
+			} else if (last && tend_json_bool(last, "dropped", false)) {
 				struct tend_pass p;
 
 				/* tend drop's record: the app's states went */

@@ -81,6 +81,14 @@ plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
 			c->plan_strays += n;
 	}
 	c->destructive = false;
+	long long when;
+	if (!c->json && !c->quiet && drop_interrupted(ws, app, &when)) {
+		struct tend_buf t = TEND_BUF_INIT;
+
+		say_drop_interrupted(&t, app, when);
+		printf("note: %s: %s\n", app, t.ptr);
+		tend_buf_release(&t);
+	}
 
 	for (size_t i = 0; i < res->nheld; i++) {
 		if (c->json) {

@@ -324,6 +324,25 @@ expect_not_in "$OUT" "killed" "not taken for a killed process"
 run drop k; expect_rc 0 "drop again"
 run status; expect_in "$OUT" "; dropped " "dropped at last"
 
+# a drop killed midway says so in status, check and plan, and how to
+# finish it (status said "last pass not recorded", check and plan
+# pointed at sync, which declares the app again: a new user's trial)
+i=0; while [ $i -lt 40 ]; do echo $i > src/many$i; i=$((i+1)); done
+run sync -q; expect_rc 0 "sync before the killed drop"
+TEND_FAILPOINTS='unlink@10=kill' run drop k; expect_rc 137 "a drop killed at its 10th unlink"
+run status; expect_in "$OUT" "; a drop began " "status after a killed drop"
+expect_in "$OUT" "and did not finish (killed): tend drop k finishes it (tend sync declares the app again)" "status says how to finish it"
+expect_not_in "$OUT" "not recorded" "status knows what was cut short"
+run status --json; jcheck "$OUT" 'd["apps"][0]["last"]["dropping"] is True' "status --json after a killed drop"
+run check; expect_rc 1 "check after a killed drop"
+expect_in "$OUT" "k: a drop began " "check says a drop was cut short"
+run check --json; jcheck "$OUT" 'any(x.get("drop_interrupted") for x in d["drift"])' "check --json after a killed drop"
+run plan; expect_in "$OUT" "note: k: a drop began " "plan says a drop was cut short"
+run drop k; expect_rc 0 "the drop again"
+run status; expect_in "$OUT" "; dropped " "dropped at last, after the kill"
+run check; expect_not_in "$OUT" "drop began" "check after the drop"
+rm -f src/many*
+
 # sync --full trusts no stat signature: every source is read and hashed
 # again, as its help says (it said "3 files (0 read)": the signatures
 # were trusted)
