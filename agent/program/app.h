@@ -176,6 +176,12 @@ struct tend_app_result {
 	char **held_sources;
 	size_t nheld_sources;
 	uint64_t strays;  /* sync --full, exclusive: undeclared files removed */
+	/* a plan of an exclusive app: the entries its pass declared (an
+	 * outs list; the preview keeps no rows), for its strays */
+	struct tend_buf declared;
+	/* every declaration ran (actions may have failed): what is not
+	 * declared is known, and sync --full removes it */
+	bool strays_known;
 };
 
 /* Run one pass of `app`. Returns 0, or TEND_ERROR when anything failed or
@@ -218,11 +224,13 @@ void tend_push_status_json(struct tend_buf *b,
  * nothing declared under them - each passed to `fn` as a state path
  * ("/@tend/dir/out/sub/" for a directory; tend_state_display_path shows
  * it). With `remove`, each goes (a git target's in one commit). Nothing
- * for other apps.
+ * for other apps. `also` (or NULL): more declared entries, as an outs
+ * list (a plan's pass, whose rows are not kept).
  */
 typedef void tend_stray_fn(const char *path, void *arg);
 int tend_app_strays(struct tend_ws *ws, struct tend_app_config *app,
-    bool remove, tend_stray_fn *fn, void *arg, size_t *count);
+    bool remove, const struct tend_buf *also, tend_stray_fn *fn, void *arg,
+    size_t *count);
 
 /*
  * Sync only the source paths `rels` (relative to the app's source root;

@@ -151,8 +151,9 @@ static void
 check_stray(const char *path, void *arg)
 {
 	struct tend_state_info si = {.component = "", .path = path,
-	    .drift = "not declared: the target is exclusive (tend sync --full "
-		     "removes it)"};
+	    .drift = "not declared at the last sync: the target is exclusive "
+		     "(tend sync --full removes it, unless a source declares it "
+		     "now)"};
 
 	on_state(&si, arg);
 }
@@ -298,7 +299,8 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		struct tend_app_config *a = check && !rc ? tend_ws_app(ws, name)
 							: NULL;
 		size_t ns;
-		if (a && tend_app_strays(ws, a, false, check_stray, &l, &ns) == 0)
+		if (a && tend_app_strays(ws, a, false, NULL, check_stray, &l,
+			     &ns) == 0)
 			d += (unsigned)ns;
 		/* each app's states in the order of their paths */
 		sort_rows = l.rows.ptr;

@@ -72,7 +72,8 @@ plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
 
 	/* an exclusive target's undeclared files: the destructive switch
 	 * to exclusive, or sync --full, removes them */
-	if (rc == 0 && !tend_app_strays(ws, a, false, plan_stray, &x, &n) &&
+	if (res->strays_known &&
+	    !tend_app_strays(ws, a, false, &res->declared, plan_stray, &x, &n) &&
 	    n) {
 		c->pending = true;
 		if (x.going)

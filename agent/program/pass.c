@@ -478,13 +478,29 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 			rc = mrc;
 	}
 	/* sync --full: an exclusive target holds what is declared, nothing
-	 * else (a plain sync never reads the target) */
-	if (rc == 0 && o->full && !o->preview) {
+	 * else (a plain sync never reads the target). Entries that failed
+	 * (one in the way) do not stop it: every source's row says what it
+	 * declares; a declaration that failed does (its row may be old). */
+	bool decls_known = rc == 0 || (ran && r.failed_decls == 0 &&
+	    !res->held_deletes && !res->error);
+	if (o->full && !o->preview && decls_known && r.rows_done) {
 		size_t n;
+		int src = tend_app_strays(ws, app, true, NULL, NULL, NULL, &n);
 
-		rc = tend_app_strays(ws, app, true, NULL, NULL, &n);
 		res->strays = n;
+		if (src && !rc)
+			rc = src;
 	}
+	/* a plan: what its pass declared, for the strays plan shows */
+	res->strays_known = decls_known;
+	if (o->preview && app->exclusive && decls_known)
+		for (size_t i = 0; i < r.nitems; i++) {
+			struct tend_buf tmp = TEND_BUF_INIT;
+			const struct tend_buf *ob = item_outs(&r.items[i], &tmp);
+
+			tend_buf_put(&res->declared, ob->ptr, ob->len);
+			tend_buf_release(&tmp);
+		}
 out:
 	run_free(&r, skip, nskip);
 	return rc;
@@ -495,6 +511,7 @@ tend_app_result_finish(struct tend_app_result *res)
 {
 	free(res->error);
 	res->error = NULL;
+	tend_buf_release(&res->declared);
 	for (size_t i = 0; i < res->nheld; i++)
 		free(res->held[i]);
 	free(res->held);

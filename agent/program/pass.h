@@ -104,6 +104,7 @@ struct run {
 	 * without a look this pass */
 	bool unsure;
 	bool rows_done; /* the pass's SIG rows are written (pass_done) */
+	size_t failed_decls; /* components that failed (not their actions) */
 	size_t sig_from, sig_to; /* the items sig_body writes the rows of */
 	struct tend_fp logic;
 	uint64_t scan_ns;

@@ -207,7 +207,7 @@ git_strays(struct tend_ws *ws, struct tend_app_config *app, struct strays *s)
 
 int
 tend_app_strays(struct tend_ws *ws, struct tend_app_config *app, bool remove,
-    tend_stray_fn *fn, void *arg, size_t *count)
+    const struct tend_buf *also, tend_stray_fn *fn, void *arg, size_t *count)
 {
 	struct strays s = {.remove = remove, .fn = fn, .arg = arg};
 	struct tend_buf prefix = TEND_BUF_INIT, rel = TEND_BUF_INIT;
@@ -243,6 +243,14 @@ tend_app_strays(struct tend_ws *ws, struct tend_app_config *app, bool remove,
 		rc = more;
 	if (app->manifest && app->target == TEND_TARGET_DIR)
 		strays_add(&s, app->manifest_name, strlen(app->manifest_name));
+	for (size_t pos = 0; also;) {
+		const char *name;
+		uint16_t len;
+
+		if (!outs_next(also->ptr, also->len, &pos, &name, &len))
+			break;
+		strays_add(&s, name, len);
+	}
 	if (s.n > 1)
 		qsort(s.names, s.n, sizeof *s.names, cmp_str);
 	if (app->target == TEND_TARGET_GIT) {

@@ -138,6 +138,10 @@ on_conflict(const struct tend_event *ev, void *arg)
 	struct run *r = current_run;
 	const char *rest = NULL;
 
+	/* a declaration that failed (its body, or a conflict): the rows
+	 * may not say what it declares now */
+	if (r)
+		r->failed_decls++;
 	if (!r || ev->status != TEND_ECONFLICT || ev->preview ||
 	    comp_app(arg, ev->component, &rest) != r->app ||
 	    strncmp(rest, "/@files/", 8) != 0)

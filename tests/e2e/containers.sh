@@ -114,4 +114,29 @@ echo mine > out/stranger
 run drop site; expect_rc 0 "drop beside a stranger"
 [ "$(ls out)" = stranger ] || fail "drop beside a stranger left: $(ls out | head -3)"
 cd ..
+
+# an exclusive target's reports agree with what sync --full does (a new
+# user's trial): plan before the first sync does not call a declared file
+# undeclared; one entry in the way does not keep sync --full from
+# removing what is undeclared, and plan lists it
+rm -rf xs; mkdir -p xs/src xs/out; cd xs
+echo a > src/a; echo a > out/a; echo precious > out/precious.txt
+printf '[app "x"]\n\tsource = src\n\ttarget = dir:out\n\texclusive = true\n' > tend.conf
+run plan; expect_rc 3 "exclusive: plan before the first sync"
+expect_not_in "$OUT" "? x out/a " "exclusive: plan does not call the declared file undeclared"
+expect_in "$OUT" "? x out/precious.txt" "exclusive: plan lists the undeclared one"
+expect_in "$OUT" "1 undeclared in exclusive targets" "exclusive: plan counts one"
+run sync; expect_rc 0 "exclusive: first sync"
+echo c > src/c; echo userc > out/c
+run check; expect_rc 1 "exclusive: check"
+expect_in "$OUT" "drift out/precious.txt: not declared at the last sync" "exclusive: check names the undeclared file"
+run plan; expect_rc 1 "exclusive: plan with an entry in the way"
+expect_in "$OUT" "? x out/precious.txt" "exclusive: plan lists the undeclared file beside a failure"
+run sync --full; expect_rc 1 "exclusive: sync --full with an entry in the way"
+expect_gone out/precious.txt
+expect_file out/c userc
+run check; expect_rc 1 "exclusive: check after"
+expect_not_in "$OUT" "precious" "exclusive: nothing undeclared is left"
+expect_in "$OUT" "drift out/c: in the way" "exclusive: the entry in the way"
+cd ..
 finish
