@@ -325,9 +325,17 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 
 	if ((rc = check_app_names(c, ws, false)))
 		return rc;
-	if (!preview && !c->full && !c->napps && !c->allow_delete) {
-		/* an agent runs: it does the pass, we report it */
-		if ((rc = sync_by_agent(c, ws)) >= 0)
+	if (!preview && !c->full && !c->napps) {
+		/* an agent runs: it does the pass, we report it; with
+		 * --allow-delete, once it approved what its brake held (plan
+		 * beside an agent says to run this: it was refused) */
+		struct tend_buf reply = TEND_BUF_INIT;
+		bool agent = !c->allow_delete ||
+		    tend_agent_request(ws->state_dir, "approve", &reply,
+			false) == 0;
+
+		tend_buf_release(&reply);
+		if (agent && (rc = sync_by_agent(c, ws)) >= 0)
 			return rc;
 	}
 	if (!preview && (rc = writer_open(ws, "tend sync")))

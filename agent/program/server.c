@@ -622,9 +622,13 @@ request(const char *state_dir, const char *cmd, struct tend_buf *reply,
 			bool done = false;
 
 			*nl = '\0';
+			/* (a command's "ok" or "error" answers it too: an
+			 * approve waited for a status line for ever) */
 			if (!until_pass &&
 			    (strstr(in.ptr, "\"event\": \"status\"") ||
-				strstr(in.ptr, "\"event\": \"settled\""))) {
+				strstr(in.ptr, "\"event\": \"settled\"") ||
+				strstr(in.ptr, "\"event\": \"ok\"") ||
+				strstr(in.ptr, "\"event\": \"error\""))) {
 				done = true;
 				tend_buf_put(reply, in.ptr, len - 1);
 				tend_buf_putc(reply, '\n');

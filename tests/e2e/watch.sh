@@ -138,6 +138,16 @@ expect_in "$("$TEND" status)" "unsettled, $((held - 1)) deletes held" "the one b
 expect_in "$($CTL send approve)" "\"approved\": $((held - 1))" "approve counts every held delete"
 until_ '[ ! -e out/brake/f12 ] && [ ! -e out/brake/f29 ]' 'true' "approved deletes applied"
 [ "$(cat out/brake/f11)" = back ] && [ -e out/brake/f3 ] || fail "approve deleted too much"
+# beside the agent, tend sync --allow-delete (what plan says to run)
+# approves what the brake holds and hands the pass to the agent (it was
+# refused, exit 2: a new user's trial)
+mkdir -p src/br3; for i in $(seq 1 30); do echo $i > src/br3/h$i; done
+until_ '[ -e out/br3/h30 ]' 'touch src/br3' "br3: 30 files applied"
+until_ '"$TEND" status | grep -q "deletes held"' "kill -STOP $AGENT; rm src/br3/h1* src/br3/h2*; kill -CONT $AGENT" "br3: the brake holds"
+run sync --allow-delete; expect_rc 0 "br3: sync --allow-delete beside the agent"
+expect_in "$OUT" "applied by the running agent" "br3: handed to the agent"
+[ ! -e out/br3/h12 ] && [ ! -e out/br3/h29 ] && [ -e out/br3/h3 ] || fail "br3: the approved deletes: $(ls out/br3 | wc -l) files left"
+expect_not_in "$("$TEND" status)" "deletes held" "br3: nothing held after"
 # held, then every one of them back: the hold ends there (a later single
 # delete is not held for want of a full pass)
 mkdir -p src/br2; for i in $(seq 1 30); do echo $i > src/br2/g$i; done
