@@ -553,7 +553,10 @@ cmp_mline(const void *a, const void *b)
  * carriage return or a backslash as sha256sum writes it: the line
  * begins with a backslash, and they are \n, \r, \\), sorted by name. It is an
  * attachment of the directory, not a child: switching it off deletes it,
- * and it is never mistaken for an entry.
+ * and it is never mistaken for an entry. It lists what is declared: an
+ * entry that could not be written (something in the way) is listed with
+ * the digest declared, so that checking the manifest flags it; a name
+ * two sources declare (a conflict) is not listed.
  */
 /* The entries an outs list (a SIG row's tail, an item's outs) names:
  * each is a u16 length, the name, its 16-byte digest. The next one from
@@ -719,6 +722,16 @@ declare_manifest(struct tend_comp *c, struct run *r)
 			    "%s: an entry is named like the manifest (%s): set "
 			    "manifest-name",
 			    r->app->name, r->app->manifest_name);
+		}
+		/* a name two sources declare is a conflict: which (if
+		 * either) holds it is decided as they apply, so the manifest
+		 * vouches for neither (it listed both) */
+		size_t j = i + 1;
+		while (j < n && cmp_mline(&lines[i], &lines[j]) == 0)
+			j++;
+		if (j > i + 1) {
+			i = j - 1;
+			continue;
 		}
 		/* as sha256sum writes a name with a newline, a carriage
 		 * return or a backslash: the line begins with '\\', and

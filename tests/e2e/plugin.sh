@@ -62,6 +62,16 @@ grep -q '^\\[0-9a-f]\{32\}  a\\nb$' out/.tend-manifest || fail "a newline in a n
 grep -q '^\\[0-9a-f]\{32\}  c\\\\d$' out/.tend-manifest || fail "a backslash in a name: $(cat out/.tend-manifest)"
 grep -q '^[0-9a-f]\{32\}  d/q$' out/.tend-manifest || fail "a plain name: $(cat out/.tend-manifest)"
 rm "src/$(printf 'a\nb')" 'src/c\d'
+# a name two sources declare (a conflict) is not listed: which holds it
+# is not known (it was listed twice, and the file was not there)
+conf_site "	manifest = true
+	name = {stem}.out"
+printf 'md' > src/x.md; printf 'txt' > src/x.txt
+run sync; expect_rc 1 "manifest beside a conflict"
+expect_gone out/x.out
+grep -q '  x\.out$' out/.tend-manifest && fail "the manifest lists the conflicted name: $(cat out/.tend-manifest)"
+grep -q '  p\.out$' out/.tend-manifest || fail "the manifest lists the others: $(cat out/.tend-manifest)"
+rm src/x.md src/x.txt
 conf_site ""
 run sync; expect_rc 0 "manifest off"
 expect_gone out/.tend-manifest
