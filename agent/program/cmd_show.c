@@ -431,7 +431,6 @@ drop_interrupted(struct tend_ws *ws, const char *app, long long *when)
 		tend_json_free(j);
 	}
 	tend_store_read_end(txn);
-	tend_error_clear();
 	return yes;
 }
 

@@ -861,6 +861,9 @@ app_target_names(struct tend_ws *ws, const struct tend_app_config *app,
 	struct tend_buf key = TEND_BUF_INIT, v = TEND_BUF_INIT;
 	const char *root = NULL;
 	struct tend_key k, git[3];
+	/* (asked in the middle of a pass: its error, if any, stays) */
+	int ecode = tend_error_code();
+	char *emsg = ecode ? tend_xstrdup(tend_error_last()) : NULL;
 
 	if (app->target == TEND_TARGET_DIR) {
 		root = TEND_FS_DIR;
@@ -890,7 +893,11 @@ app_target_names(struct tend_ws *ws, const struct tend_app_config *app,
 	}
 	tend_buf_release(&key);
 	tend_buf_release(&v);
-	tend_error_clear();
+	if (emsg)
+		tend_error_set(ecode, "%s", emsg);
+	else
+		tend_error_clear();
+	free(emsg);
 	return p != NULL;
 }
 

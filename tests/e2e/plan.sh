@@ -116,7 +116,7 @@ expect_gone out/stray; expect_gone out/sub; expect_file out/a A
 # files added later: drift for check, listed by plan, removed by sync --full
 echo x > out/later; mkdir out/d; ln -s "$WS/src/a" out/lnk
 run check; expect_rc 1 "a stray is drift"
-expect_in "$OUT" "drift out/later: not declared: the target is exclusive" "check names it"
+expect_in "$OUT" "drift out/later: not declared at the last sync: the target is exclusive" "check names it"
 expect_in "$OUT" "drift out/lnk: not declared" "a link too"
 expect_in "$OUT" "drift out/d/: not declared" "a directory too"
 run plan; expect_rc 3 "strays are pending"
