@@ -1378,7 +1378,8 @@ struct update {
  */
 struct amend {
 	uint64_t pass; /* tend_context_pass; 0: free */
-	char *key;     /* the repository's path, then the ref */
+	char *key;     /* the repository's path, NUL, the ref */
+	size_t klen;
 	git_oid last;  /* the pass's commit, on the ref */
 	git_oid parent; /* its parent (has_parent): the tip the pass found */
 	bool has_parent;
@@ -1402,7 +1403,8 @@ amend_get(uint64_t pass, git_repository *repo, const char *ref,
 	pthread_mutex_lock(&amends_lock);
 	for (size_t i = 0; i < AMENDS; i++)
 		if (amends[i].pass == pass && amends[i].key &&
-		    memcmp(amends[i].key, key.ptr, key.len + 1) == 0) {
+		    amends[i].klen == key.len &&
+		    memcmp(amends[i].key, key.ptr, key.len) == 0) {
 			*am = amends[i];
 			am->key = NULL;
 		}
@@ -1424,8 +1426,8 @@ amend_put(uint64_t pass, git_repository *repo, const char *ref,
 	tend_buf_printf(&key, "%s%c%s", git_repository_path(repo), 0, ref);
 	pthread_mutex_lock(&amends_lock);
 	for (size_t i = 0; i < AMENDS; i++) {
-		if (amends[i].key &&
-		    memcmp(amends[i].key, key.ptr, key.len + 1) == 0) {
+		if (amends[i].key && amends[i].klen == key.len &&
+		    memcmp(amends[i].key, key.ptr, key.len) == 0) {
 			slot = i;
 			break;
 		}
@@ -1436,6 +1438,7 @@ amend_put(uint64_t pass, git_repository *repo, const char *ref,
 	amends[slot] = *am;
 	amends[slot].pass = pass;
 	amends[slot].key = tend_xmemdup(key.ptr, key.len + 1);
+	amends[slot].klen = key.len;
 	pthread_mutex_unlock(&amends_lock);
 	tend_buf_release(&key);
 }
