@@ -394,6 +394,7 @@ plan_event(struct tend_engine *eng, struct tend_comp *c, struct plan *p,
 		.preview = c->pass->preview,
 		.forgotten = p->forgotten,
 		.adopted = p->adopted,
+		.replaces = p->replaces,
 	};
 
 	tend_key_format(&key, &p->key);
@@ -938,10 +939,7 @@ preview_in_the_way(struct tend_engine *eng, struct pass *pass,
 	struct tend_bytes *recs;
 	size_t n;
 
-	/* (a container rebuilt empty in this pass holds nothing of the
-	 * user's when its children are written) */
-	if (!p->never || p->is_delete || p->item.container || !h ||
-	    p->prov->wiped_pass == pass->id)
+	if (!p->never || p->is_delete || p->item.container || !h)
 		return false;
 	recs = tend_xcalloc(p->item.nstates + 1, sizeof *recs);
 	n = tend_item_records(&p->item, recs);
@@ -949,6 +947,14 @@ preview_in_the_way(struct tend_engine *eng, struct pass *pass,
 	    &p->adopted);
 	p->adopted &= !p->tried;
 	free(recs);
+	/* a container rebuilt empty in this pass (exclusive switched on)
+	 * holds nothing of the user's when its children are written: what
+	 * is in the way goes with the rest, and the plan says so */
+	if (p->prov->wiped_pass == pass->id) {
+		p->replaces = way;
+		p->adopted = false; /* (written again: it went too) */
+		way = false;
+	}
 	if (way)
 		add_suspect(pass, c, p, tend_buf_detach(&why, NULL));
 	tend_buf_release(&why);

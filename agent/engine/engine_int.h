@@ -190,6 +190,9 @@ struct plan {
 	/* an earlier apply (cut short) may have written this very record:
 	 * what holds it is not reported as adopted, but as created */
 	bool tried;
+	/* preview: a write into a container this pass rebuilds, over
+	 * something tend did not write (tend_event) */
+	bool replaces;
 };
 
 struct tend_comp {

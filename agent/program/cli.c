@@ -314,6 +314,7 @@ on_event(const struct tend_event *ev, void *arg)
 			    : ev->forgotten ? 3 : 2]++;
 		if (ev->container && ev->invalidation == 2)
 			c->destructive = true;
+		c->plan_replaces += ev->replaces;
 		tend_display_path(&path, ev->provider, ev->key);
 		if (c->json) {
 			struct tend_buf *b = &c->json_items;
@@ -331,6 +332,8 @@ on_event(const struct tend_event *ev, void *arg)
 			tend_buf_json(b, path.ptr);
 			if (strchr(path.ptr, '\\'))
 				tend_buf_puts(b, ", \"path_escaped\": true");
+			if (ev->replaces)
+				tend_buf_puts(b, ", \"replaces\": true");
 			tend_buf_printf(b, ", \"invalidation\": %s}",
 			    ev->invalidation == 1 ? "\"lossy\""
 			    : ev->invalidation == 2 ? "\"destructive\"" : "null");
@@ -365,6 +368,11 @@ on_event(const struct tend_event *ev, void *arg)
 				       "declared content already; tend's from "
 				       "now on)\n",
 				    color, reset, ev->app, path.ptr);
+			else if (ev->replaces)
+				printf("%s%c%s %s %s  (replaces what is there, "
+				       "which tend did not write: the target is "
+				       "rebuilt from the declared entries only)\n",
+				    color, op, reset, ev->app, path.ptr);
 			else
 				printf("%s%c%s %s %s\n", color, op, reset,
 				    ev->app, path.ptr);

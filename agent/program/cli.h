@@ -55,6 +55,7 @@ struct cli {
 	char *first_err; /* the app's first failure, for status and --json */
 	/* plan: what it found, over every app */
 	uint64_t plan_ops[5]; /* create, update, delete, forget, adopt */
+	uint64_t plan_replaces; /* writes over what tend did not write */
 	uint64_t plan_held, plan_failed, plan_strays;
 	uint64_t plan_stopped; /* apps whose plan pass stopped on an error */
 	bool destructive; /* plan: this app's target is rebuilt */

@@ -158,6 +158,9 @@ plan_summary(struct cli *c)
 		printf(", %llu to adopt (%s the declared content already)",
 		    (unsigned long long)n[4], n[4] == 1 ? "it holds"
 							: "they hold");
+	if (c->plan_replaces)
+		printf(", %llu of the writes over what tend did not write "
+		       "(marked above)", (unsigned long long)c->plan_replaces);
 	if (c->plan_held)
 		printf(", %llu held by the delete brake (tend sync "
 		       "--allow-delete applies them)",
@@ -449,7 +452,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			tend_buf_printf(&out, "%s], \"pending\": %s, "
 					      "\"create\": %llu, \"update\": %llu, "
 					      "\"delete\": %llu, \"forget\": %llu, "
-					      "\"adopt\": %llu, "
+					      "\"adopt\": %llu, \"replaces\": %llu, "
 					      "\"held\": %llu, \"failed\": %llu}\n",
 			    c->json_items.len ? "\n" : "",
 			    c->pending ? "true" : "false",
@@ -458,6 +461,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			    (unsigned long long)c->plan_ops[2],
 			    (unsigned long long)c->plan_ops[3],
 			    (unsigned long long)c->plan_ops[4],
+			    (unsigned long long)c->plan_replaces,
 			    (unsigned long long)c->plan_held,
 			    (unsigned long long)c->plan_failed);
 		} else if (!c->quiet)

@@ -139,4 +139,22 @@ run check; expect_rc 1 "exclusive: check after"
 expect_not_in "$OUT" "precious" "exclusive: nothing undeclared is left"
 expect_in "$OUT" "drift out/c: in the way" "exclusive: the entry in the way"
 cd ..
+
+# exclusive switched on rebuilds the target from the declared entries: a
+# user's file at a declared name goes with the rest, and plan says so (it
+# said "+ create", and sync replaced the user's bytes: a new user's trial)
+rm -rf xw; mkdir -p xw/src xw/out; cd xw
+echo a > src/a; echo b > src/b; echo USERB > out/b; echo stray > out/stray
+printf '[app "e"]\n\tsource = src\n\ttarget = dir:out\n' > tend.conf
+run sync; expect_rc 1 "switch: out/b is in the way"
+expect_file out/b USERB
+printf '\texclusive = true\n' >> tend.conf
+run plan; expect_rc 3 "switch: plan"
+expect_in "$OUT" "+ e out/b  (replaces what is there, which tend did not write: the target is rebuilt from the declared entries only)" "switch: plan says the user's file goes"
+expect_in "$OUT" "1 of the writes over what tend did not write" "switch: plan counts it"
+expect_in "$OUT" "- e out/stray" "switch: plan lists the stray"
+run plan --json; expect_in "$OUT" '"path": "out/b", "replaces": true' "switch: plan --json"
+run sync; expect_rc 0 "switch: sync"
+expect_file out/b b; expect_gone out/stray
+cd ..
 finish

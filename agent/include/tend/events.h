@@ -76,6 +76,11 @@ struct tend_event {
 	 * handler's check). Not when an earlier apply of that value was cut
 	 * short: it may have written it, and the report says created. */
 	bool adopted;
+	/* PLANNED in a preview: a write into a container the pass rebuilds
+	 * from the declared entries only (exclusive switched on) where
+	 * something tend did not write is: it goes, as the rest of what the
+	 * container held */
+	bool replaces;
 };
 
 typedef void tend_event_fn(const struct tend_event *ev, void *arg);
