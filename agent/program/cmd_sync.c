@@ -218,14 +218,14 @@ struct agent_pass {
  * Returns -1 when no agent answered, else the exit status.
  */
 static int
-sync_by_agent(struct cli *c, struct tend_ws *ws)
+sync_by_agent(struct cli *c, struct tend_ws *ws, const char *cmd)
 {
 	struct tend_buf reply = TEND_BUF_INIT, out = TEND_BUF_INIT;
 	struct agent_pass *v = NULL;
 	size_t n = 0;
 	int status = 0;
 
-	if (tend_agent_request(ws->state_dir, "sync", &reply, true) != 0) {
+	if (tend_agent_request(ws->state_dir, cmd, &reply, true) != 0) {
 		tend_buf_release(&reply);
 		return -1;
 	}
@@ -330,15 +330,12 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		return rc;
 	if (!preview && !c->full && !c->napps) {
 		/* an agent runs: it does the pass, we report it; with
-		 * --allow-delete, once it approved what its brake held (plan
-		 * beside an agent says to run this: it was refused) */
-		struct tend_buf reply = TEND_BUF_INIT;
-		bool agent = !c->allow_delete ||
-		    tend_agent_request(ws->state_dir, "approve", &reply,
-			false) == 0;
-
-		tend_buf_release(&reply);
-		if (agent && (rc = sync_by_agent(c, ws)) >= 0)
+		 * --allow-delete, it approves what its brake held first, in
+		 * the same request, so that its pass does both (plan beside
+		 * an agent says to run this: it was refused; then a pass of
+		 * the approval ran before the sync's, which said 0 deleted) */
+		if ((rc = sync_by_agent(c, ws, c->allow_delete
+			     ? "approve\nsync" : "sync")) >= 0)
 			return rc;
 	}
 	if (!preview && (rc = writer_open(ws, "tend sync")))

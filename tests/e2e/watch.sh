@@ -146,6 +146,9 @@ until_ '[ -e out/br3/h30 ]' 'touch src/br3' "br3: 30 files applied"
 until_ '"$TEND" status | grep -q "deletes held"' "kill -STOP $AGENT; rm src/br3/h1* src/br3/h2*; kill -CONT $AGENT" "br3: the brake holds"
 run sync --allow-delete; expect_rc 0 "br3: sync --allow-delete beside the agent"
 expect_in "$OUT" "applied by the running agent" "br3: handed to the agent"
+# (one pass approves and syncs: a pass of the approval alone ran first,
+# and the sync reported its own, empty one: "0 deleted")
+expect_in "$OUT" ", 22 deleted" "br3: the report counts the deletes"
 [ ! -e out/br3/h12 ] && [ ! -e out/br3/h29 ] && [ -e out/br3/h3 ] || fail "br3: the approved deletes: $(ls out/br3 | wc -l) files left"
 expect_not_in "$("$TEND" status)" "deletes held" "br3: nothing held after"
 # held, then every one of them back: the hold ends there (a later single
