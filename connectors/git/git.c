@@ -2332,11 +2332,14 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 				nu--;
 				continue;
 			}
-			/* what the ref holds there already: adopted */
+			/* what the ref holds there already: adopted (not a
+			 * change the commit's {count} counts) */
 			if (e && git_tree_entry_type(e) == GIT_OBJECT_BLOB &&
 			    (unsigned)git_tree_entry_filemode(e) == a->gitmode &&
-			    git_oid_equal(git_tree_entry_id(e), &ups[k].u.id))
+			    git_oid_equal(git_tree_entry_id(e), &ups[k].u.id)) {
 				results[idx[i]].adopted = true;
+				nentries--;
+			}
 			git_tree_entry_free(e);
 			git_error_clear();
 			ups[k].u.action = GIT_TREE_UPDATE_UPSERT;

@@ -160,7 +160,7 @@ rm -rf src out .tend; mkdir src
 export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t
 git init -q --bare repo.git
 printf 'ours\n' > src/a
-printf '[app "g"]\n\tsource = src\n\ttarget = git:repo.git\n\tref = refs/heads/pages\n' > tend.conf
+printf '[app "g"]\n\tsource = src\n\ttarget = git:repo.git\n\tref = refs/heads/pages\n\tmessage = m {count}\n' > tend.conf
 run sync; expect_rc 0 "git: first sync"
 git clone -q -b pages repo.git wt 2>/dev/null || fail "clone"
 printf 'theirs\n' > wt/b; printf 'same\n' > wt/c; mkdir wt/d; printf 'x\n' > wt/d/f
@@ -179,6 +179,8 @@ expect_in "$ERR" "d in refs/heads/pages: a directory tend has no record of writi
 [ "$(git -C repo.git show pages:e)" = e ] || fail "git: e was not committed"
 [ "$(git -C repo.git show pages:c)" = same ] || fail "git: c"
 expect_in "$OUT" "g: 1 created, 0 updated, 0 deleted, 1 adopted" "git: sync counts the adopted entry"
+# (the commit adds e; c was there: {count} counts what the commit changes)
+[ "$(git -C repo.git log -1 --format=%s pages)" = "m 1" ] || fail "git: the commit's count: $(git -C repo.git log -1 --format=%s pages)"
 expect_in "$ERR" "m in refs/heads/pages: an entry tend has no record of writing is in the way" "git: sync: another mode"
 [ "$(git -C repo.git ls-tree pages m | cut -c1-6)" = 100755 ] || fail "git: the 100755 entry was replaced: $(git -C repo.git ls-tree pages m)"
 run check; expect_rc 1 "git: check"; expect_in "$OUT" ":b: in the way" "git: check names b"
