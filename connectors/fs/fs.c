@@ -1152,9 +1152,16 @@ may_replace(int dirfd, const char *leaf, const struct entry_action *a)
 		return ADOPTED;
 	if (gone || holds_a_record(dirfd, leaf, a))
 		return 0;
+	const char *what = S_ISREG(st.st_mode) ? "file"
+	    : S_ISLNK(st.st_mode) ? "symlink" : "special file";
+	/* an earlier write of it failed or was cut short: tend may have
+	 * written it then (and somebody changed it since), or not */
+	if (a->nprev)
+		return tend_error_set(TEND_ERROR, "a %s holding none of what "
+		    "tend may have written there is in the way: " WAY_FIX_FILE,
+		    what);
 	return tend_error_set(TEND_ERROR, "a %s tend has no record of "
-	    "writing is in the way: " WAY_FIX_FILE, S_ISREG(st.st_mode) ? "file"
-	    : S_ISLNK(st.st_mode) ? "symlink" : "special file");
+	    "writing is in the way: " WAY_FIX_FILE, what);
 }
 
 /* A symlink entry: a fresh one is made at its name (EEXIST when

@@ -2321,12 +2321,20 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			    entry_in_the_way(repo, a, e, &ups[k].u.id, dels,
 				ndels, path.ptr)) {
 				tend_apply_fail(&results[idx[i]], TEND_ECONFLICT,
-				    "git: %s in %s: %s tend has no record of "
-				    "writing is in the way: tend replaces only "
-				    "what it knows it wrote (remove it from the "
-				    "ref, then tend sync)", path.ptr, a->ref,
+				    "git: %s in %s: %s %s is in the way: tend "
+				    "replaces only what it knows it wrote (remove "
+				    "it from the ref, then tend sync)", path.ptr,
+				    a->ref,
 				    git_tree_entry_type(e) == GIT_OBJECT_TREE
-					? "a directory" : "an entry");
+					? "a directory" : "an entry",
+				    /* (an earlier write failed or was cut
+				     * short: tend may have written it then,
+				     * and somebody changed it since, or not) */
+				    a->nprev && git_tree_entry_type(e) !=
+					GIT_OBJECT_TREE
+					? "holding none of what tend may have "
+					  "written there"
+					: "tend has no record of writing");
 				git_tree_entry_free(e);
 				free(ups[k].path);
 				nu--;

@@ -264,7 +264,7 @@ run sync; expect_rc 1 "25 files in the way"
 expect_in "$ERR" "site: out/w10: the same" "a repeat is named"
 expect_in "$ERR" "... and 4 more entries failed the same way (-v names each)" "the rest counted"
 run plan; expect_in "$ERR" "... and 4 more entries failed the same way" "plan names them the same way"
-run sync -v; [ "$(printf '%s\n' "$ERR" | grep -c '^tend: site: out/w[0-9]*: a file tend has no record')" = 25 ] || fail "sync -v does not name each: $ERR"
+run sync -v; [ "$(printf '%s\n' "$ERR" | grep -c '^tend: site: out/w[0-9]*: a file holding none of what tend may have written there')" = 25 ] || fail "sync -v does not name each: $ERR"
 run status; expect_in "$OUT" "(the first of 25 failures: tend check, or tend sync, names each)" "status says how many"
 
 # directories: the ones tend made go once emptied, the user's stay (an
@@ -297,6 +297,17 @@ run sync; expect_rc 0 "sync into a root tend makes in the user's directory"
 run drop made; expect_rc 0 "drop of it"
 expect_gone mine/out
 [ -d mine ] || fail "drop removed the user's directory above the root"
+
+# a first write cut short (killed before its records settled), then the
+# file changed by somebody: the message does not say tend never wrote it
+rm -rf src out .tend; mkdir src; echo one > src/a
+conf_site ""
+TEND_FAILPOINTS='lmdb-commit~settle@2=kill' run sync; expect_rc 137 "killed before the records settle"
+expect_file out/a one
+echo theirs > out/a
+run sync; expect_rc 1 "sync after somebody changed it"
+expect_in "$ERR" "out/a: a file holding none of what tend may have written there is in the way" "the message does not say tend never wrote it"
+expect_file out/a theirs
 
 # a kill while the pass makes directories leaves none of tend's unmarked
 # (they were made, then marked: a kill between the two, which the second
