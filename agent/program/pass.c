@@ -29,6 +29,7 @@
 
 #include "check.h"
 #include "fs.h"
+#include "git.h"
 #include "inspect.h"
 #include "tend/failpoint.h"
 #include "tend/status.h"
@@ -393,6 +394,8 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	r.unsure = full_marked(txn, app->name);
 	bool held_before = meta_marked(txn, "held", app->name);
 	unsigned skipped = 0;
+	if (app->target == TEND_TARGET_GIT)
+		tend_git_warm(); /* overlaps the walk */
 	rc = tend_walk(r.source, &wo, on_file, &scan, &skipped);
 	if (scan.started)
 		tend_store_iter_finish(&scan.it);

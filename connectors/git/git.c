@@ -25,6 +25,8 @@
 #include <git2/sys/odb_backend.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -351,18 +353,62 @@ adup(struct tend_arena *a, const char *p, size_t n)
 
 /*
  * libgit2 starts on first use, not at registration: its start loads the
- * system's CA certificates and the ssh library (about 10 ms a process),
- * which a workspace without git targets should not pay.
+ * system's CA certificates and the ssh library (2-4 ms a process here),
+ * which a workspace without git targets should not pay. A pass of a git
+ * app starts it on a thread of its own before its walk (tend_git_warm),
+ * so that the start overlaps the walk instead of following it; the first
+ * use waits for it.
  */
+static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ready_cond = PTHREAD_COND_INITIALIZER;
+static enum { GIT_COLD, GIT_WARMING, GIT_READY } ready_state;
+static _Atomic bool ready;
+
+static void *
+warm_run(void *arg)
+{
+	(void)arg;
+	git_libgit2_init();
+	pthread_mutex_lock(&ready_lock);
+	ready_state = GIT_READY;
+	ready = true;
+	pthread_cond_broadcast(&ready_cond);
+	pthread_mutex_unlock(&ready_lock);
+	return NULL;
+}
+
+void
+tend_git_warm(void)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+
+	if (ready)
+		return;
+	pthread_mutex_lock(&ready_lock);
+	if (ready_state == GIT_COLD && pthread_attr_init(&attr) == 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&t, &attr, warm_run, NULL) == 0)
+			ready_state = GIT_WARMING;
+		pthread_attr_destroy(&attr);
+	}
+	pthread_mutex_unlock(&ready_lock);
+}
+
 static void
 git_ready(void)
 {
-	static bool ready;
-
-	if (!ready) {
+	if (ready)
+		return;
+	pthread_mutex_lock(&ready_lock);
+	while (ready_state == GIT_WARMING)
+		pthread_cond_wait(&ready_cond, &ready_lock);
+	if (ready_state == GIT_COLD) {
 		git_libgit2_init();
+		ready_state = GIT_READY;
 		ready = true;
 	}
+	pthread_mutex_unlock(&ready_lock);
 }
 
 /* key = (repo, ref, prefix) */

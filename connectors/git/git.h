@@ -35,6 +35,9 @@ struct tend_git_spec {
 };
 
 int tend_git_register(struct tend_engine *eng);
+/* Start libgit2 on a thread of its own, ahead of its first use (a pass
+ * of a git app calls it before its walk). */
+void tend_git_warm(void);
 void tend_git_encode_spec(struct tend_buf *out, const struct tend_git_spec *s);
 
 /*
