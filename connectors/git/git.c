@@ -898,8 +898,9 @@ cmp_oid(const void *x, const void *y)
 	return git_oid_cmp(x, y);
 }
 
-/* The new trees under `tree` (those the in-memory backend holds); a
- * subtree that appears twice is listed twice (packer_flush sorts and
+/* The new trees under `tree` (those the in-memory backend holds), and
+ * the new blobs they name (a small pass writes its blobs there too); an
+ * object that appears twice is listed twice (packer_flush sorts and
  * drops the repeats). */
 static int
 new_trees(struct packer *pk, git_repository *repo, const git_oid *tree,
@@ -922,6 +923,14 @@ new_trees(struct packer *pk, git_repository *repo, const git_oid *tree,
 
 		if (git_tree_entry_type(e) == GIT_OBJECT_TREE)
 			rc = new_trees(pk, repo, git_tree_entry_id(e), v, n, cap);
+		else if (git_tree_entry_type(e) == GIT_OBJECT_BLOB &&
+		    pk->mem->exists(pk->mem, git_tree_entry_id(e))) {
+			if (*n == *cap) {
+				*cap *= 2;
+				*v = tend_xrealloc(*v, *cap * sizeof **v);
+			}
+			(*v)[(*n)++] = *git_tree_entry_id(e);
+		}
 	}
 	git_tree_free(t);
 	return rc;
@@ -929,8 +938,10 @@ new_trees(struct packer *pk, git_repository *repo, const git_oid *tree,
 
 /*
  * Before the ref may name `commit`: write the commit and the new trees
- * the in-memory backend holds as one pack. (The blobs went to a pack of
- * their own before the trees were built.)
+ * the in-memory backend holds as one pack, with the new blobs they name
+ * (a big commit's blobs went to packs of their own before the trees were
+ * built; a small one's are here). What the backend holds that the commit
+ * does not name (a blob of a put that failed) goes with the backend.
  */
 static int
 packer_flush(struct packer *pk, git_repository *repo, const git_oid *commit)
@@ -2211,6 +2222,15 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		abort();
 	/* [tend] fsync: libgit2's objects and refs, and our packs */
 	bool sync = tend_context_get(ctx, "fsync") != NULL;
+	/* the packs tend writes are listed there (tend_pack_merge) */
+	const char *state = tend_context_get(ctx, "state");
+
+	if (state) {
+		tend_buf_printf(&path, "%s/git-packs", state);
+		tend_pack_set_list(path.ptr);
+		tend_buf_reset(&path);
+	} else
+		tend_pack_set_list(NULL);
 	git_libgit2_opts(GIT_OPT_ENABLE_FSYNC_GITDIR, (int)sync);
 	/* every id a tree or commit of ours names is of an object written
 	 * here (or the tip's): libgit2's check that it exists reads each
@@ -2236,7 +2256,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	if (rc)
 		goto out;
 	tend_pack_sweep(repo);
-	writes_begin(tend_context_get(ctx, "state"), &tf);
+	writes_begin(state, &tf);
 	/* containers first: open (and wipe), or drop */
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct git_action *a = acts[i];
@@ -2309,6 +2329,34 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		free(puts);
 		if (rc == 0 && packer_start(&pk, repo) == 0)
 			use_pack = true;
+	} else if (rc == 0 && nputs && state) {
+		/* a few new blobs (a pass of an agent, a sync of a few
+		 * changes): into the in-memory backend with the trees and the
+		 * commit, one small pack for all of them (packer_flush)
+		 * instead of a file created and renamed per object (most of
+		 * such a pass's time, in ext4's inode allocation);
+		 * tend_pack_merge folds those packs together. A content too
+		 * big for a pack is written first, loose and streamed. */
+		packed = tend_xcalloc(nputs + 1, sizeof *packed);
+		pchanged = tend_xcalloc(nputs + 1, sizeof *pchanged);
+		for (int round = 0; round < 2 && rc == 0; round++) {
+			size_t k = 0;
+
+			if (round == 1 && packer_start(&pk, repo) == 0)
+				use_pack = true;
+			for (size_t i = 0; i < n && rc == 0; i++) {
+				struct git_action *a = acts[i];
+				bool big = !S_ISLNK(a->e.mode) &&
+				    a->e.size > PACK_MAX_BLOB;
+
+				if (a->kind != A_PUT)
+					continue;
+				if (big == (round == 0))
+					rc = blob_of_entry(repo, a->path, &a->e,
+					    &packed[k], &pchanged[k]);
+				k++;
+			}
+		}
 	}
 	size_t nput = 0;
 	bool put_spec = false;
@@ -2523,6 +2571,10 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			tend_apply_fail(&results[idx[i]], r, "%s",
 			    tend_error_last());
 	}
+	/* the small packs of earlier passes, folded into one now and then
+	 * (a failure leaves them as they are: nothing is lost) */
+	if (use_pack && tend_pack_merge(repo, false) < 0)
+		tend_error_clear();
 out:
 	if (rc)
 		for (size_t i = 0; i < n; i++)

@@ -127,6 +127,8 @@ struct pack_ent {
 
 /* [tend] fsync: the pack and its index reach the disk before the rename */
 static bool sync_files;
+/* where the packs tend writes are listed (tend_pack_set_list) */
+static char *list_path;
 
 struct tend_pack {
 	git_repository *repo;
@@ -393,6 +395,31 @@ tend_pack_set_fsync(bool on)
 	sync_files = on;
 }
 
+void
+tend_pack_set_list(const char *path)
+{
+	free(list_path);
+	list_path = path ? tend_xstrdup(path) : NULL;
+}
+
+/* "REPO<TAB>pack-HEX" appended to the list: one write, O_APPEND */
+static void
+list_add(git_repository *repo, const char *hex)
+{
+	struct tend_buf l = TEND_BUF_INIT;
+	int fd;
+
+	if (!list_path)
+		return;
+	tend_buf_printf(&l, "%s\tpack-%s\n", git_repository_path(repo), hex);
+	fd = open(list_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		(void)!write(fd, l.ptr, l.len);
+		close(fd);
+	}
+	tend_buf_release(&l);
+}
+
 int
 tend_pack_commit(struct tend_pack *p)
 {
@@ -437,6 +464,7 @@ tend_pack_commit(struct tend_pack *p)
 	else {
 		free(p->tmp);
 		p->tmp = NULL; /* renamed: nothing to remove */
+		list_add(p->repo, hex.ptr);
 		if (git_repository_odb(&odb, p->repo) || git_odb_refresh(odb)) {
 			const git_error *e = git_error_last();
 
@@ -468,4 +496,329 @@ tend_pack_abort(struct tend_pack *p)
 	free(p->ents);
 	free(p->out);
 	free(p);
+}
+
+/* ---- merging tend's small packs ---- */
+
+/* An object of a pack to merge: where its bytes are in which pack. */
+struct src_ent {
+	git_oid id;
+	uint32_t pack;
+	uint32_t crc;
+	uint64_t off, len;
+};
+
+static int
+read_file(const char *path, struct tend_buf *b)
+{
+	unsigned char buf[65536];
+	ssize_t got;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	tend_buf_reset(b);
+	if (fd < 0)
+		return -1;
+	while ((got = read(fd, buf, sizeof buf)) > 0)
+		tend_buf_put(b, buf, (size_t)got);
+	close(fd);
+	return got < 0 ? -1 : 0;
+}
+
+static uint32_t
+get32(const unsigned char *u)
+{
+	return (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 |
+	    (uint32_t)u[2] << 8 | u[3];
+}
+
+static int
+cmp_src_off(const void *x, const void *y)
+{
+	const struct src_ent *a = x, *b = y;
+
+	if (a->pack != b->pack)
+		return a->pack < b->pack ? -1 : 1;
+	return (a->off > b->off) - (a->off < b->off);
+}
+
+static int
+cmp_src_id(const void *x, const void *y)
+{
+	const struct src_ent *a = x, *b = y;
+	int c = git_oid_cmp(&a->id, &b->id);
+
+	return c ? c : cmp_src_off(x, y);
+}
+
+/*
+ * The objects a pack's index (v2) lists, appended to *v, each with its
+ * bytes' place in the pack of `packsize` bytes (an object ends where the
+ * next begins; the last, at the trailer). Small packs only: no 64-bit
+ * offsets.
+ */
+static int
+idx_entries(const char *path, uint32_t pack, uint64_t packsize,
+    struct src_ent **v, size_t *n, size_t *cap)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+	const unsigned char *u;
+	uint32_t count;
+	size_t first = *n;
+	int rc = 0;
+
+	if (read_file(path, &b) || b.len < 8 + 256 * 4 ||
+	    memcmp(b.ptr, "\377tOc\0\0\0\2", 8)) {
+		tend_buf_release(&b);
+		return -1;
+	}
+	u = (const unsigned char *)b.ptr + 8;
+	count = get32(u + 255 * 4);
+	if (b.len < 8 + 256 * 4 + (size_t)count * 28 + 40) {
+		tend_buf_release(&b);
+		return -1;
+	}
+	const unsigned char *ids = u + 256 * 4, *crcs = ids + (size_t)count * 20,
+			    *offs = crcs + (size_t)count * 4;
+	for (uint32_t i = 0; i < count && rc == 0; i++) {
+		uint32_t off = get32(offs + (size_t)i * 4);
+
+		if (off & 0x80000000u) {
+			rc = -1;
+			break;
+		}
+		if (*n == *cap) {
+			*cap = *cap ? *cap * 2 : 1024;
+			*v = tend_xrealloc(*v, *cap * sizeof **v);
+		}
+		struct src_ent *e = &(*v)[(*n)++];
+		memcpy(e->id.id, ids + (size_t)i * 20, 20);
+		e->pack = pack;
+		e->crc = get32(crcs + (size_t)i * 4);
+		e->off = off;
+	}
+	tend_buf_release(&b);
+	if (rc) {
+		*n = first;
+		return rc;
+	}
+	qsort(*v + first, *n - first, sizeof **v, cmp_src_off);
+	for (size_t i = first; i < *n; i++) {
+		uint64_t end = i + 1 < *n ? (*v)[i + 1].off : packsize - 20;
+
+		if (end <= (*v)[i].off || (*v)[i].off < 12)
+			return *n = first, -1;
+		(*v)[i].len = end - (*v)[i].off;
+	}
+	return 0;
+}
+
+/* An object's bytes as another pack holds them (its header and deflated
+ * content), copied: not inflated and deflated again. A delta (a pack
+ * tend did not write) is refused. */
+static int
+pack_add_raw(struct tend_pack *p, const struct src_ent *e,
+    const unsigned char *bytes)
+{
+	unsigned type = (bytes[0] >> 4) & 7;
+
+	if (type < GIT_OBJECT_COMMIT || type > GIT_OBJECT_TAG)
+		return tend_error_set(TEND_ERROR, "git: pack: a delta in a "
+						  "pack to merge");
+	if (p->n == p->want)
+		return tend_error_set(TEND_ERROR, "git: pack: more objects "
+						  "than announced");
+	p->ents[p->n].id = e->id;
+	p->ents[p->n].off = p->off;
+	p->crc = (uint32_t)crc32(0, NULL, 0);
+	if (put(p, bytes, e->len))
+		return TEND_ERROR;
+	if (p->crc != e->crc)
+		return tend_error_set(TEND_ERROR, "git: pack: an object of a "
+						  "pack to merge is damaged");
+	p->ents[p->n++].crc = p->crc;
+	return 0;
+}
+
+/*
+ * The packs the list names for this repository that are still there,
+ * small (a .pack of at most TEND_PACK_SMALL bytes) and not kept (.keep):
+ * when there are TEND_PACK_MERGE_AT of them (or 2, with `force`), their
+ * objects go into one new pack, each once, its bytes copied as they are
+ * (tend's packs hold no deltas: nothing is inflated, deflated or hashed
+ * but the new pack's trailer), then they are deleted (the .idx first:
+ * the pack is gone for readers before its bytes) and the list is written
+ * again without them. A reader that has one open keeps reading it; one
+ * that looks an object up afterwards finds it in the new pack (libgit2
+ * and git look for new packs when an object is not found). Returns how
+ * many were merged.
+ */
+int
+tend_pack_merge(git_repository *repo, bool force)
+{
+	struct tend_buf text = TEND_BUF_INIT, dir = TEND_BUF_INIT,
+			path = TEND_BUF_INIT, keep = TEND_BUF_INIT;
+	const char *rp = git_repository_path(repo);
+	size_t rplen = strlen(rp), nsmall = 0, nents = 0, cap = 0;
+	char **small = NULL;
+	struct src_ent *ents = NULL;
+	struct tend_buf bytes = TEND_BUF_INIT;
+	struct tend_pack *p = NULL;
+	unsigned char buf[65536];
+	ssize_t got;
+	int fd, rc = 0, merged = 0;
+
+	if (!list_path || (fd = open(list_path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	while ((got = read(fd, buf, sizeof buf)) > 0)
+		tend_buf_put(&text, buf, (size_t)got);
+	close(fd);
+	tend_buf_printf(&dir, "%sobjects/pack/", rp);
+	/* this repository's small packs, each once */
+	for (char *l = text.ptr, *nl; l && *l; l = nl ? nl + 1 : NULL) {
+		struct stat st;
+		bool seen = false;
+
+		nl = strchr(l, '\n');
+		if (!nl)
+			break;
+		if ((size_t)(nl - l) <= rplen || strncmp(l, rp, rplen) ||
+		    l[rplen] != '\t')
+			continue;
+		char *name = strndup(l + rplen + 1,
+		    (size_t)(nl - l) - rplen - 1);
+
+		if (!name)
+			abort();
+		for (size_t i = 0; i < nsmall && !seen; i++)
+			seen = strcmp(small[i], name) == 0;
+		tend_buf_reset(&path);
+		tend_buf_printf(&path, "%s%s.pack", dir.ptr, name);
+		tend_buf_reset(&keep);
+		tend_buf_printf(&keep, "%s%s.keep", dir.ptr, name);
+		if (seen || strchr(name, '/') || lstat(path.ptr, &st) != 0 ||
+		    !S_ISREG(st.st_mode) || (uint64_t)st.st_size >
+		    TEND_PACK_SMALL || access(keep.ptr, F_OK) == 0) {
+			free(name);
+			continue;
+		}
+		small = tend_xrealloc(small, (nsmall + 1) * sizeof *small);
+		small[nsmall++] = name;
+	}
+	if (nsmall < (force ? 2u : TEND_PACK_MERGE_AT))
+		goto out;
+	for (size_t i = 0; i < nsmall && rc == 0; i++) {
+		struct stat st;
+
+		tend_buf_reset(&path);
+		tend_buf_printf(&path, "%s%s.pack", dir.ptr, small[i]);
+		rc = stat(path.ptr, &st) ? -1 : 0;
+		tend_buf_reset(&path);
+		tend_buf_printf(&path, "%s%s.idx", dir.ptr, small[i]);
+		if (rc == 0)
+			rc = idx_entries(path.ptr, (uint32_t)i,
+			    (uint64_t)st.st_size, &ents, &nents, &cap);
+	}
+	if (rc) { /* one went meanwhile (a git gc), or is not ours to
+		   * copy: another time */
+		rc = 0;
+		goto out;
+	}
+	/* each object once, then in the order of their packs' bytes */
+	qsort(ents, nents, sizeof *ents, cmp_src_id);
+	size_t nuniq = 0;
+	for (size_t i = 0; i < nents; i++)
+		if (!nuniq || !git_oid_equal(&ents[i].id, &ents[nuniq - 1].id))
+			ents[nuniq++] = ents[i];
+	qsort(ents, nuniq, sizeof *ents, cmp_src_off);
+	rc = tend_pack_open(&p, repo, (uint32_t)nuniq);
+	for (size_t i = 0, cur = (size_t)-1; rc == 0 && i < nuniq; i++) {
+		if (ents[i].pack != cur) {
+			cur = ents[i].pack;
+			tend_buf_reset(&path);
+			tend_buf_printf(&path, "%s%s.pack", dir.ptr,
+			    small[cur]);
+			if (read_file(path.ptr, &bytes) ||
+			    bytes.len < ents[i].off + ents[i].len) {
+				rc = tend_error_set(TEND_ERROR, "git: read %s",
+				    path.ptr);
+				break;
+			}
+		}
+		if (bytes.len < ents[i].off + ents[i].len)
+			rc = tend_error_set(TEND_ERROR, "git: pack: %s is "
+			    "shorter than its index", small[cur]);
+		else
+			rc = pack_add_raw(p, &ents[i],
+			    (const unsigned char *)bytes.ptr + ents[i].off);
+	}
+	if (rc == 0) {
+		rc = tend_pack_commit(p); /* lists the new one */
+		p = NULL;
+	}
+	tend_pack_abort(p);
+	if (rc)
+		goto out;
+	/* every object is in the new pack: the old ones go */
+	for (size_t i = 0; i < nsmall; i++) {
+		static const char *const ext[] = {".idx", ".pack", ".rev",
+		    ".bitmap"};
+
+		for (size_t k = 0; k < sizeof ext / sizeof *ext; k++) {
+			tend_buf_reset(&path);
+			tend_buf_printf(&path, "%s%s%s", dir.ptr, small[i],
+			    ext[k]);
+			unlink(path.ptr);
+		}
+		merged++;
+	}
+	/* the list again, without what is gone (a line appended since
+	 * this read may be lost: its pack is then never merged, not lost) */
+	if (list_path) {
+		struct tend_buf out = TEND_BUF_INIT, tmp = TEND_BUF_INIT;
+
+		fd = open(list_path, O_RDONLY | O_CLOEXEC);
+		tend_buf_reset(&text);
+		while (fd >= 0 && (got = read(fd, buf, sizeof buf)) > 0)
+			tend_buf_put(&text, buf, (size_t)got);
+		if (fd >= 0)
+			close(fd);
+		for (char *l = text.ptr, *nl; l && *l; l = nl + 1) {
+			bool gone = false;
+
+			if (!(nl = strchr(l, '\n')))
+				break;
+			for (size_t i = 0; i < nsmall && !gone; i++) {
+				size_t k = strlen(small[i]);
+
+				gone = (size_t)(nl - l) == rplen + 1 + k &&
+				    strncmp(l, rp, rplen) == 0 &&
+				    strncmp(l + rplen + 1, small[i], k) == 0;
+			}
+			if (!gone)
+				tend_buf_put(&out, l, (size_t)(nl - l) + 1);
+		}
+		tend_buf_printf(&tmp, "%s.tmp", list_path);
+		fd = open(tmp.ptr, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+		    0600);
+		if (fd >= 0) {
+			bool ok = write(fd, out.ptr ? out.ptr : "", out.len) ==
+			    (ssize_t)out.len;
+
+			if (close(fd) != 0 || !ok || rename(tmp.ptr, list_path))
+				unlink(tmp.ptr);
+		}
+		tend_buf_release(&out);
+		tend_buf_release(&tmp);
+	}
+out:
+	for (size_t i = 0; i < nsmall; i++)
+		free(small[i]);
+	free(small);
+	free(ents);
+	tend_buf_release(&bytes);
+	tend_buf_release(&text);
+	tend_buf_release(&dir);
+	tend_buf_release(&path);
+	tend_buf_release(&keep);
+	return rc ? rc : merged;
 }

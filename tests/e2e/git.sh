@@ -8,6 +8,15 @@ G() { git -C repo "$@"; }
 ncommits() { G rev-list --count refs/heads/pages 2>/dev/null || echo 0; }
 tree() { G ls-tree -r --format='%(objectmode) %(path)' refs/heads/pages 2>/dev/null || G ls-tree -r refs/heads/pages | awk '{print $1, $4}'; }
 fsck() { G fsck --strict >"$WS/.fsck" 2>&1 || fail "git fsck: $(cat "$WS/.fsck")"; }
+# every object of repository $1 as a loose file (its packs unpacked)
+loosen() {
+	for p in "$1"/objects/pack/pack-*.pack; do
+		[ -f "$p" ] || continue
+		mv "$p" "$WS/.unpack"; rm -f "${p%.pack}.idx"
+		git -C "$1" unpack-objects -q < "$WS/.unpack" || fail "unpack $p"
+		rm -f "$WS/.unpack"
+	done
+}
 
 git init -q --bare repo
 mkdir -p src/sub
@@ -95,6 +104,7 @@ run check ck; expect_rc 0 "ck: repaired"
 # no blob is read whose id is known: y's object removed, check still
 # compares ids (git fsck is what checks objects) ...
 y=$(git -C ck rev-parse refs/heads/main:y)
+loosen ck # a pass's objects are in a pack of their own
 mv "ck/objects/$(echo $y | cut -c1-2)/$(echo $y | cut -c3-)" ck.y
 run check ck; expect_rc 0 "ck: a known id is not read"
 # ... without the file, check reads each blob, and notes what it read
@@ -282,4 +292,36 @@ B merge-base --is-ancestor "$theirs" refs/heads/main || fail "batched: the user'
 [ "$(btree | grep -v theirs.txt)" = "$(srctree)" ] || fail "batched: the tree beside the user's commit"
 B fsck --strict >"$WS/.fsck" 2>&1 || fail "batched: git fsck at the end: $(cat "$WS/.fsck")"
 rm -rf batched bsrc bwt
+# A small pass's objects (blobs, trees, its commit) go into one pack of
+# their own, not a loose file each; tend merges its small packs when there
+# are 16 of them, and never reads for it nor deletes a pack it did not
+# write (a user's, made here by git repack of their own commit).
+rm -rf sp spsrc .tend; git init -q --bare sp; mkdir -p spsrc/a/b
+printf '[app "sp"]\n\tsource = spsrc\n\ttarget = git:sp\n\tref = refs/heads/main\n' > tend.conf
+printf 'x0\n' > spsrc/a/b/x; run sync; expect_rc 0 "small packs: the first sync"
+mine=$(printf 'mine\n' | git -C sp hash-object -w --stdin)
+t=$(printf '100644 blob %s\tmine.txt\n' "$mine" | git -C sp mktree)
+git -C sp update-ref refs/heads/user "$(git -C sp commit-tree -m mine "$t")"
+before=$(ls sp/objects/pack | sort)
+git -C sp repack -d -q
+printf '%s\n' "$before" > "$WS/.before"
+userpack=$(ls sp/objects/pack | sort | comm -13 "$WS/.before" - | grep '\.pack$')
+[ -n "$userpack" ] || fail "small packs: git repack made no pack (the test is wrong)"
+i=1; while [ $i -le 40 ]; do
+	printf 'x%d\n' $i > spsrc/a/b/x; printf 'n%d\n' $i > spsrc/a/n$i
+	run sync; expect_rc 0 "small packs: sync $i"
+	loose=$(git -C sp count-objects -v | awk '/^count:/ {print $2}')
+	[ "$loose" = 0 ] || { fail "small packs: sync $i left $loose loose objects"; break; }
+	i=$((i+1))
+done
+git -C sp fsck --strict >"$WS/.fsck" 2>&1 || fail "small packs: git fsck: $(cat "$WS/.fsck")"
+[ "$(git -C sp show refs/heads/main:a/b/x)" = x40 ] || fail "small packs: the last content"
+[ "$(git -C sp show refs/heads/main~39:a/b/x)" = x1 ] || fail "small packs: an old commit's content"
+[ "$(git -C sp ls-tree -r --name-only refs/heads/main | wc -l)" = 41 ] || fail "small packs: 41 entries"
+[ -f "sp/objects/pack/$userpack" ] || fail "small packs: the user's pack $userpack was deleted"
+[ "$(git -C sp show refs/heads/user:mine.txt)" = mine ] || fail "small packs: the user's commit"
+grep -q "${userpack%.pack}" .tend/git-packs && fail "small packs: the user's pack is listed as tend's"
+packs=$(git -C sp count-objects -v | awk '/^packs:/ {print $2}')
+[ "$packs" -le 18 ] || fail "small packs: 41 passes left $packs packs (never merged)"
+rm -rf sp spsrc
 finish
