@@ -639,6 +639,51 @@ pack_add_raw(struct tend_pack *p, const struct src_ent *e,
 	return 0;
 }
 
+/* The list written again without the lines of repository `rp` that
+ * name one of a[] or b[] (a line appended by another process since this
+ * one read it may be lost: its pack is then never merged, not lost). */
+static void
+list_drop(const char *rp, char *const *a, size_t na, char *const *b,
+    size_t nb)
+{
+	struct tend_buf text = TEND_BUF_INIT, out = TEND_BUF_INIT,
+			tmp = TEND_BUF_INIT;
+	size_t rplen = strlen(rp);
+	int fd;
+
+	if (!list_path || read_file(list_path, &text))
+		goto out;
+	for (char *l = text.ptr, *nl; l && *l; l = nl + 1) {
+		bool drop = false;
+
+		if (!(nl = strchr(l, '\n')))
+			break;
+		for (size_t i = 0; i < na + nb && !drop; i++) {
+			const char *name = i < na ? a[i] : b[i - na];
+			size_t k = strlen(name);
+
+			drop = (size_t)(nl - l) == rplen + 1 + k &&
+			    strncmp(l, rp, rplen) == 0 && l[rplen] == '\t' &&
+			    strncmp(l + rplen + 1, name, k) == 0;
+		}
+		if (!drop)
+			tend_buf_put(&out, l, (size_t)(nl - l) + 1);
+	}
+	tend_buf_printf(&tmp, "%s.tmp", list_path);
+	fd = open(tmp.ptr, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		bool ok = write(fd, out.ptr ? out.ptr : "", out.len) ==
+		    (ssize_t)out.len;
+
+		if (close(fd) != 0 || !ok || rename(tmp.ptr, list_path))
+			unlink(tmp.ptr);
+	}
+out:
+	tend_buf_release(&text);
+	tend_buf_release(&out);
+	tend_buf_release(&tmp);
+}
+
 /*
  * The packs the list names for this repository that are still there,
  * small (a .pack of at most TEND_PACK_SMALL bytes) and not kept (.keep):
@@ -658,20 +703,17 @@ tend_pack_merge(git_repository *repo, bool force)
 	struct tend_buf text = TEND_BUF_INIT, dir = TEND_BUF_INIT,
 			path = TEND_BUF_INIT, keep = TEND_BUF_INIT;
 	const char *rp = git_repository_path(repo);
-	size_t rplen = strlen(rp), nsmall = 0, nents = 0, cap = 0;
-	char **small = NULL;
+	size_t rplen = strlen(rp), nsmall = 0, nents = 0, cap = 0, ngone = 0;
+	char **small = NULL, **gone = NULL;
 	struct src_ent *ents = NULL;
 	struct tend_buf bytes = TEND_BUF_INIT;
 	struct tend_pack *p = NULL;
-	unsigned char buf[65536];
-	ssize_t got;
-	int fd, rc = 0, merged = 0;
+	int rc = 0, merged = 0;
 
-	if (!list_path || (fd = open(list_path, O_RDONLY | O_CLOEXEC)) < 0)
+	if (!list_path || read_file(list_path, &text)) {
+		tend_buf_release(&text);
 		return 0;
-	while ((got = read(fd, buf, sizeof buf)) > 0)
-		tend_buf_put(&text, buf, (size_t)got);
-	close(fd);
+	}
 	tend_buf_printf(&dir, "%sobjects/pack/", rp);
 	/* this repository's small packs, each once */
 	for (char *l = text.ptr, *nl; l && *l; l = nl ? nl + 1 : NULL) {
@@ -695,6 +737,12 @@ tend_pack_merge(git_repository *repo, bool force)
 		tend_buf_printf(&path, "%s%s.pack", dir.ptr, name);
 		tend_buf_reset(&keep);
 		tend_buf_printf(&keep, "%s%s.keep", dir.ptr, name);
+		if (!seen && lstat(path.ptr, &st) != 0 && errno == ENOENT) {
+			/* gone (a git gc): its line goes too, in time */
+			gone = tend_xrealloc(gone, (ngone + 1) * sizeof *gone);
+			gone[ngone++] = name;
+			continue;
+		}
 		if (seen || strchr(name, '/') || lstat(path.ptr, &st) != 0 ||
 		    !S_ISREG(st.st_mode) || (uint64_t)st.st_size >
 		    TEND_PACK_SMALL || access(keep.ptr, F_OK) == 0) {
@@ -704,8 +752,11 @@ tend_pack_merge(git_repository *repo, bool force)
 		small = tend_xrealloc(small, (nsmall + 1) * sizeof *small);
 		small[nsmall++] = name;
 	}
-	if (nsmall < (force ? 2u : TEND_PACK_MERGE_AT))
+	if (nsmall < (force ? 2u : TEND_PACK_MERGE_AT)) {
+		if (ngone >= TEND_PACK_MERGE_AT)
+			list_drop(rp, gone, ngone, NULL, 0);
 		goto out;
+	}
 	for (size_t i = 0; i < nsmall && rc == 0; i++) {
 		struct stat st;
 
@@ -771,49 +822,14 @@ tend_pack_merge(git_repository *repo, bool force)
 		}
 		merged++;
 	}
-	/* the list again, without what is gone (a line appended since
-	 * this read may be lost: its pack is then never merged, not lost) */
-	if (list_path) {
-		struct tend_buf out = TEND_BUF_INIT, tmp = TEND_BUF_INIT;
-
-		fd = open(list_path, O_RDONLY | O_CLOEXEC);
-		tend_buf_reset(&text);
-		while (fd >= 0 && (got = read(fd, buf, sizeof buf)) > 0)
-			tend_buf_put(&text, buf, (size_t)got);
-		if (fd >= 0)
-			close(fd);
-		for (char *l = text.ptr, *nl; l && *l; l = nl + 1) {
-			bool gone = false;
-
-			if (!(nl = strchr(l, '\n')))
-				break;
-			for (size_t i = 0; i < nsmall && !gone; i++) {
-				size_t k = strlen(small[i]);
-
-				gone = (size_t)(nl - l) == rplen + 1 + k &&
-				    strncmp(l, rp, rplen) == 0 &&
-				    strncmp(l + rplen + 1, small[i], k) == 0;
-			}
-			if (!gone)
-				tend_buf_put(&out, l, (size_t)(nl - l) + 1);
-		}
-		tend_buf_printf(&tmp, "%s.tmp", list_path);
-		fd = open(tmp.ptr, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-		    0600);
-		if (fd >= 0) {
-			bool ok = write(fd, out.ptr ? out.ptr : "", out.len) ==
-			    (ssize_t)out.len;
-
-			if (close(fd) != 0 || !ok || rename(tmp.ptr, list_path))
-				unlink(tmp.ptr);
-		}
-		tend_buf_release(&out);
-		tend_buf_release(&tmp);
-	}
+	list_drop(rp, small, nsmall, gone, ngone);
 out:
 	for (size_t i = 0; i < nsmall; i++)
 		free(small[i]);
 	free(small);
+	for (size_t i = 0; i < ngone; i++)
+		free(gone[i]);
+	free(gone);
 	free(ents);
 	tend_buf_release(&bytes);
 	tend_buf_release(&text);

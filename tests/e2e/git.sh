@@ -323,5 +323,14 @@ git -C sp fsck --strict >"$WS/.fsck" 2>&1 || fail "small packs: git fsck: $(cat 
 grep -q "${userpack%.pack}" .tend/git-packs && fail "small packs: the user's pack is listed as tend's"
 packs=$(git -C sp count-objects -v | awk '/^packs:/ {print $2}')
 [ "$packs" -le 18 ] || fail "small packs: 41 passes left $packs packs (never merged)"
+# a user's git gc repacks tend's packs too: their lines leave the list
+git -C sp repack -a -d -q
+i=41; while [ $i -le 57 ]; do
+	printf 'x%d\n' $i > spsrc/a/b/x; run sync; expect_rc 0 "small packs: sync $i after a gc"
+	i=$((i+1))
+done
+git -C sp fsck --strict >"$WS/.fsck" 2>&1 || fail "small packs: git fsck after a gc: $(cat "$WS/.fsck")"
+[ "$(git -C sp show refs/heads/main:a/b/x)" = x57 ] || fail "small packs: the content after a gc"
+[ "$(grep -c . .tend/git-packs)" -le 3 ] || fail "small packs: the list keeps packs a gc removed: $(grep -c . .tend/git-packs) lines"
 rm -rf sp spsrc
 finish
