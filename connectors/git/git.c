@@ -1965,47 +1965,6 @@ lock_is_ours(const char *path, const char *want)
 	return n == 0 || (strcmp(want, "-") != 0 && strcmp(buf, want) == 0);
 }
 
-/*
- * Is process `pid` gone, or as good as gone? A dead process can still be
- * seen for a moment: a zombie its new parent has not reaped yet, or one
- * with a SIGKILL pending (an agent's push child, killed by
- * PR_SET_PDEATHSIG when the agent was, may still hold a ref lock when
- * the next tend starts). Such a one is waited for (up to 2 s); its
- * locks are then a dead process's.
- */
-static bool
-pid_gone(long pid)
-{
-	char path[64], line[256];
-
-	for (int tries = 0; tries < 100; tries++) {
-		if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
-			return true;
-		snprintf(path, sizeof path, "/proc/%ld/status", pid);
-		FILE *f = fopen(path, "re");
-		bool dying = false, dead = false;
-
-		while (f && fgets(line, sizeof line, f)) {
-			if (strncmp(line, "State:", 6) == 0)
-				dead = strpbrk(line + 6, "ZX") != NULL;
-			else if (strncmp(line, "SigPnd:", 7) == 0 ||
-			    strncmp(line, "ShdPnd:", 7) == 0)
-				dying |= (strtoull(line + 7, NULL, 16) >>
-					     (SIGKILL - 1)) & 1;
-		}
-		if (f)
-			fclose(f);
-		else
-			return errno == ENOENT;
-		if (dead)
-			return true;
-		if (!dying)
-			return false;
-		usleep(20 * 1000);
-	}
-	return false;
-}
-
 static void
 locks_recover(const char *list)
 {
@@ -2017,7 +1976,7 @@ locks_recover(const char *list)
 		return;
 	if (fgets(line, sizeof line, f))
 		pid = strtol(line, NULL, 10);
-	if (pid > 0 && pid != (long)getpid() && pid_gone(pid)) {
+	if (pid > 0 && pid != (long)getpid() && tend_pid_gone(pid)) {
 		while (fgets(line, sizeof line, f)) {
 			line[strcspn(line, "\n")] = '\0';
 			char *want = strrchr(line, ' ');

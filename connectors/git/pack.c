@@ -191,6 +191,47 @@ put(struct tend_pack *p, const void *data, size_t n)
 	return 0;
 }
 
+/*
+ * Is process `pid` gone, or as good as gone? A dead process can still be
+ * seen for a moment: a zombie its new parent has not reaped yet, or one
+ * with a SIGKILL pending (an agent's push child, killed by
+ * PR_SET_PDEATHSIG when the agent was, may still hold a ref lock when
+ * the next tend starts). Such a one is waited for (up to 2 s); its
+ * locks are then a dead process's.
+ */
+bool
+tend_pid_gone(long pid)
+{
+	char path[64], line[256];
+
+	for (int tries = 0; tries < 100; tries++) {
+		if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+			return true;
+		snprintf(path, sizeof path, "/proc/%ld/status", pid);
+		FILE *f = fopen(path, "re");
+		bool dying = false, dead = false;
+
+		while (f && fgets(line, sizeof line, f)) {
+			if (strncmp(line, "State:", 6) == 0)
+				dead = strpbrk(line + 6, "ZX") != NULL;
+			else if (strncmp(line, "SigPnd:", 7) == 0 ||
+			    strncmp(line, "ShdPnd:", 7) == 0)
+				dying |= (strtoull(line + 7, NULL, 16) >>
+					     (SIGKILL - 1)) & 1;
+		}
+		if (f)
+			fclose(f);
+		else
+			return errno == ENOENT;
+		if (dead)
+			return true;
+		if (!dying)
+			return false;
+		usleep(20 * 1000);
+	}
+	return false;
+}
+
 /* A temporary file of a pack whose writer is gone: "tmp_tend_pack_PID_"
  * with PID dead, or an older tend's "tmp_tend_pack_XXXXXX" (no pid)
  * untouched for an hour; its ".idx" too. */
@@ -202,8 +243,7 @@ stale_tmp(const char *dir, const char *name)
 	long pid = strtol(p, &end, 10);
 
 	if (end != p && *end == '_' && pid > 0)
-		return pid != (long)getpid() && kill((pid_t)pid, 0) != 0 &&
-		    errno == ESRCH;
+		return pid != (long)getpid() && tend_pid_gone(pid);
 	struct stat st;
 	struct tend_buf path = TEND_BUF_INIT;
 	tend_buf_printf(&path, "%s%s", dir, name);
@@ -212,6 +252,8 @@ stale_tmp(const char *dir, const char *name)
 	tend_buf_release(&path);
 	return old;
 }
+
+static int sweep_orphans(git_repository *repo, const char *dir);
 
 int
 tend_pack_sweep(git_repository *repo)
@@ -233,6 +275,7 @@ tend_pack_sweep(git_repository *repo)
 			}
 		closedir(d);
 	}
+	n += sweep_orphans(repo, dir.ptr);
 	tend_buf_release(&dir);
 	tend_buf_release(&path);
 	return n;
@@ -402,7 +445,9 @@ tend_pack_set_list(const char *path)
 	list_path = path ? tend_xstrdup(path) : NULL;
 }
 
-/* "REPO<TAB>pack-HEX" appended to the list: one write, O_APPEND */
+/* "REPO<TAB>pack-HEX<TAB>PID" appended to the list: one write, O_APPEND;
+ * before the pack is renamed into place, so that a kill between its
+ * .pack and its .idx leaves a .pack tend_pack_sweep knows is its own */
 static void
 list_add(git_repository *repo, const char *hex)
 {
@@ -411,7 +456,8 @@ list_add(git_repository *repo, const char *hex)
 
 	if (!list_path)
 		return;
-	tend_buf_printf(&l, "%s\tpack-%s\n", git_repository_path(repo), hex);
+	tend_buf_printf(&l, "%s\tpack-%s\t%ld\n", git_repository_path(repo),
+	    hex, (long)getpid());
 	fd = open(list_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 	if (fd >= 0) {
 		(void)!write(fd, l.ptr, l.len);
@@ -451,6 +497,8 @@ tend_pack_commit(struct tend_pack *p)
 	tend_buf_printf(&tmpidx, "%s.idx", p->tmp);
 	if (rc == 0)
 		rc = write_idx(p, sum, tmpidx.ptr);
+	if (rc == 0)
+		list_add(p->repo, hex.ptr);
 	/* the .pack, then the .idx that makes it visible */
 	if (rc == 0 && (chmod(p->tmp, 0444) != 0 ||
 			   rename(p->tmp, pack.ptr) != 0))
@@ -464,7 +512,6 @@ tend_pack_commit(struct tend_pack *p)
 	else {
 		free(p->tmp);
 		p->tmp = NULL; /* renamed: nothing to remove */
-		list_add(p->repo, hex.ptr);
 		if (git_repository_odb(&odb, p->repo) || git_odb_refresh(odb)) {
 			const git_error *e = git_error_last();
 
@@ -662,9 +709,10 @@ list_drop(const char *rp, char *const *a, size_t na, char *const *b,
 			const char *name = i < na ? a[i] : b[i - na];
 			size_t k = strlen(name);
 
-			drop = (size_t)(nl - l) == rplen + 1 + k &&
+			drop = (size_t)(nl - l) >= rplen + 1 + k &&
 			    strncmp(l, rp, rplen) == 0 && l[rplen] == '\t' &&
-			    strncmp(l + rplen + 1, name, k) == 0;
+			    strncmp(l + rplen + 1, name, k) == 0 &&
+			    (l[rplen + 1 + k] == '\t' || l[rplen + 1 + k] == '\n');
 		}
 		if (!drop)
 			tend_buf_put(&out, l, (size_t)(nl - l) + 1);
@@ -682,6 +730,50 @@ out:
 	tend_buf_release(&text);
 	tend_buf_release(&out);
 	tend_buf_release(&tmp);
+}
+
+/* A .pack of tend's without its .idx: its writer was killed between the
+ * two renames (the list names it, with the writer's pid). Removed once
+ * that writer is gone; nobody else's .pack is touched. */
+static int
+sweep_orphans(git_repository *repo, const char *dir)
+{
+	struct tend_buf text = TEND_BUF_INIT, path = TEND_BUF_INIT;
+	const char *rp = git_repository_path(repo);
+	size_t rplen = strlen(rp);
+	int n = 0;
+
+	if (!list_path || read_file(list_path, &text)) {
+		tend_buf_release(&text);
+		return 0;
+	}
+	for (char *l = text.ptr, *nl; l && *l; l = nl + 1) {
+		if (!(nl = strchr(l, '\n')))
+			break;
+		*nl = '\0';
+		if (strncmp(l, rp, rplen) || l[rplen] != '\t')
+			continue;
+		char *name = l + rplen + 1, *tab = strchr(name, '\t');
+		long pid = tab ? strtol(tab + 1, NULL, 10) : 0;
+		struct stat st;
+
+		if (!tab || pid <= 0 || pid == (long)getpid() ||
+		    strchr(name, '/'))
+			continue;
+		*tab = '\0';
+		tend_buf_reset(&path);
+		tend_buf_printf(&path, "%s%s.idx", dir, name);
+		if (lstat(path.ptr, &st) == 0 || errno != ENOENT)
+			continue;
+		tend_buf_reset(&path);
+		tend_buf_printf(&path, "%s%s.pack", dir, name);
+		if (lstat(path.ptr, &st) == 0 && S_ISREG(st.st_mode) &&
+		    tend_pid_gone(pid))
+			n += unlink(path.ptr) == 0;
+	}
+	tend_buf_release(&text);
+	tend_buf_release(&path);
+	return n;
 }
 
 /*
@@ -727,7 +819,7 @@ tend_pack_merge(git_repository *repo, bool force)
 		    l[rplen] != '\t')
 			continue;
 		char *name = strndup(l + rplen + 1,
-		    (size_t)(nl - l) - rplen - 1);
+		    strcspn(l + rplen + 1, "\t\n"));
 
 		if (!name)
 			abort();

@@ -45,6 +45,9 @@ int tend_pack_merge(git_repository *repo, bool force);
 /* Remove the temporary files of packs whose writer was killed; returns
  * how many. */
 int tend_pack_sweep(git_repository *repo);
+/* Is process `pid` gone (or a zombie, or dying of a SIGKILL: waited for
+ * up to 2 s)? Whose leftovers may then be removed. */
+bool tend_pid_gone(long pid);
 /* fsync each pack and index before it is renamed into place */
 void tend_pack_set_fsync(bool on);
 

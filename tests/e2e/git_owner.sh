@@ -78,6 +78,33 @@ rm "repo.git/objects/pack/tmp_tend_pack_$$_live"
 [ "$(git -C repo.git ls-tree -r --name-only big | wc -l)" = 600 ] || fail "big: $(git -C repo.git ls-tree -r --name-only big | wc -l) entries"
 git -C repo.git fsck --strict >/dev/null 2>&1 || fail "fsck after the kill"
 
+# what a dead tend left is swept even while its parent has not reaped it
+# (a zombie: an agent killed under a supervisor), and a .pack whose .idx
+# never came (killed between the two renames) goes if the list names it
+# as written by a dead pid; a .pack nobody listed, or one a live tend is
+# renaming, stays
+( sleep 0.1 & echo $! > "$WS/zpid"; exec sleep 30 ) & holder=$!
+sleep 0.5
+zpid=$(cat "$WS/zpid")
+grep -q '^State:.*Z' /proc/$zpid/status 2>/dev/null || fail "no zombie (the test is wrong)"
+rp=$(cut -f1 .tend/git-packs | head -1)
+[ -n "$rp" ] || fail "nothing in .tend/git-packs"
+h1=1111111111111111111111111111111111111111
+h2=2222222222222222222222222222222222222222
+h3=3333333333333333333333333333333333333333
+: > repo.git/objects/pack/tmp_tend_pack_${zpid}_x
+for h in $h1 $h2 $h3; do : > repo.git/objects/pack/pack-$h.pack; done
+printf '%s\tpack-%s\t%s\n%s\tpack-%s\t%s\n' "$rp" $h1 "$zpid" "$rp" $h3 $$ >> .tend/git-packs
+printf 'z\n' > src2/zombie.txt
+run sync; expect_rc 0 "the sync after a zombie's leftovers"
+kill $holder 2>/dev/null; wait $holder 2>/dev/null
+[ ! -e repo.git/objects/pack/tmp_tend_pack_${zpid}_x ] || fail "a zombie's temporary pack was kept"
+[ ! -e repo.git/objects/pack/pack-$h1.pack ] || fail "a listed .pack without .idx of a dead pid was kept"
+[ -e repo.git/objects/pack/pack-$h2.pack ] || fail "a .pack tend did not list was removed"
+[ -e repo.git/objects/pack/pack-$h3.pack ] || fail "a .pack a live tend is writing was removed"
+rm -f repo.git/objects/pack/pack-$h2.pack repo.git/objects/pack/pack-$h3.pack
+git -C repo.git fsck --strict >/dev/null 2>&1 || fail "fsck after the sweep"
+
 # someone else's files under the prefix: a prefix change and a drop
 # delete only tend's entries (not exclusive)
 rm -rf .tend repo2 && git init -q repo2
