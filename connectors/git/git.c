@@ -982,7 +982,7 @@ packer_flush(struct packer *pk, git_repository *repo, const git_oid *commit)
 		git_odb_object_free(o);
 	}
 	if (rc == 0) {
-		rc = tend_pack_commit(p);
+		rc = tend_pack_commit(p, NULL);
 		p = NULL;
 	}
 	tend_pack_abort(p);
@@ -1151,7 +1151,7 @@ pack_blobs(git_repository *repo, struct git_action *const *puts, size_t n,
 	}
 	for (int k = 0; k < njobs; k++) {
 		if (rc == 0)
-			rc = tend_pack_commit(job[k].p);
+			rc = tend_pack_commit(job[k].p, NULL);
 		else
 			tend_pack_abort(job[k].p);
 		job[k].p = NULL;

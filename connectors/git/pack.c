@@ -26,6 +26,7 @@
 #include <zlib.h>
 
 #include "tend/buf.h"
+#include "tend/failpoint.h"
 #include "tend/status.h"
 
 /* ---- SHA-1 (FIPS 180-4) ---- */
@@ -467,7 +468,7 @@ list_add(git_repository *repo, const char *hex)
 }
 
 int
-tend_pack_commit(struct tend_pack *p)
+tend_pack_commit(struct tend_pack *p, char *name)
 {
 	unsigned char sum[20] = {0};
 	struct tend_buf hex = TEND_BUF_INIT, pack = TEND_BUF_INIT, idx = TEND_BUF_INIT,
@@ -512,6 +513,8 @@ tend_pack_commit(struct tend_pack *p)
 	else {
 		free(p->tmp);
 		p->tmp = NULL; /* renamed: nothing to remove */
+		if (name)
+			snprintf(name, 46, "pack-%s", hex.ptr);
 		if (git_repository_odb(&odb, p->repo) || git_odb_refresh(odb)) {
 			const git_error *e = git_error_last();
 
@@ -800,6 +803,7 @@ tend_pack_merge(git_repository *repo, bool force)
 	struct src_ent *ents = NULL;
 	struct tend_buf bytes = TEND_BUF_INIT;
 	struct tend_pack *p = NULL;
+	char newname[46] = "";
 	int rc = 0, merged = 0;
 
 	if (!list_path || read_file(list_path, &text)) {
@@ -841,9 +845,24 @@ tend_pack_merge(git_repository *repo, bool force)
 			free(name);
 			continue;
 		}
+		/* without its .idx (a writer between its renames, or killed
+		 * there: sweep_orphans) it is not a pack to merge */
+		tend_buf_reset(&keep);
+		tend_buf_printf(&keep, "%s%s.idx", dir.ptr, name);
+		if (access(keep.ptr, F_OK) != 0) {
+			free(name);
+			continue;
+		}
 		small = tend_xrealloc(small, (nsmall + 1) * sizeof *small);
 		small[nsmall++] = name;
 	}
+	/* a multi-pack-index (git maintenance writes one) names packs by
+	 * position: deleting one it names breaks it until git rewrites it,
+	 * so a repository with one is left to git */
+	tend_buf_reset(&path);
+	tend_buf_printf(&path, "%smulti-pack-index", dir.ptr);
+	if (access(path.ptr, F_OK) == 0)
+		goto out;
 	if (nsmall < (force ? 2u : TEND_PACK_MERGE_AT)) {
 		if (ngone >= TEND_PACK_MERGE_AT)
 			list_drop(rp, gone, ngone, NULL, 0);
@@ -895,13 +914,24 @@ tend_pack_merge(git_repository *repo, bool force)
 			    (const unsigned char *)bytes.ptr + ents[i].off);
 	}
 	if (rc == 0) {
-		rc = tend_pack_commit(p); /* lists the new one */
+		rc = tend_pack_commit(p, newname); /* lists the new one */
 		p = NULL;
 	}
 	tend_pack_abort(p);
 	if (rc)
 		goto out;
-	/* every object is in the new pack: the old ones go */
+	/* the same objects make the same pack: one an earlier merge wrote
+	 * and was killed before it deleted the old ones is among them, and
+	 * is the new one (it stays, and its line too) */
+	for (size_t i = 0; i < nsmall; i++)
+		if (strcmp(small[i], newname) == 0) {
+			free(small[i]);
+			small[i--] = small[--nsmall];
+		}
+	/* every object is in the new pack: the old ones go, the .idx first
+	 * (a kill between leaves a .pack sweep_orphans removes) */
+	if (tend_failpoint("git-pack-merge", "merged"))
+		goto out; /* (kept: another time) */
 	for (size_t i = 0; i < nsmall; i++) {
 		static const char *const ext[] = {".idx", ".pack", ".rev",
 		    ".bitmap"};
@@ -911,6 +941,9 @@ tend_pack_merge(git_repository *repo, bool force)
 			tend_buf_printf(&path, "%s%s%s", dir.ptr, small[i],
 			    ext[k]);
 			unlink(path.ptr);
+			if (k == 0 && tend_failpoint("git-pack-merge",
+					  "idx-gone"))
+				goto out;
 		}
 		merged++;
 	}

@@ -26,9 +26,10 @@ int tend_pack_open(struct tend_pack **out, git_repository *repo,
  * each id once). */
 int tend_pack_add(struct tend_pack *p, git_object_t type, const git_oid *id,
     const void *data, size_t len);
-/* Finish: trailer, index, the pack becomes visible to the repository.
- * Frees p whatever happens. */
-int tend_pack_commit(struct tend_pack *p);
+/* Finish: trailer, index, the pack becomes visible to the repository
+ * (its name, "pack-HEX", in `name` if not NULL: 46 bytes). Frees p
+ * whatever happens. */
+int tend_pack_commit(struct tend_pack *p, char *name);
 void tend_pack_abort(struct tend_pack *p);
 /*
  * The packs tend wrote are listed in a file ("REPO<TAB>pack-HEX" lines,

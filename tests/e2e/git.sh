@@ -332,5 +332,43 @@ done
 git -C sp fsck --strict >"$WS/.fsck" 2>&1 || fail "small packs: git fsck after a gc: $(cat "$WS/.fsck")"
 [ "$(git -C sp show refs/heads/main:a/b/x)" = x57 ] || fail "small packs: the content after a gc"
 [ "$(grep -c . .tend/git-packs)" -le 3 ] || fail "small packs: the list keeps packs a gc removed: $(grep -c . .tend/git-packs) lines"
+# killed once the merged pack is in place, before any old one is deleted:
+# the next sync (nothing changed) merges the same packs into a pack of the
+# same name, which must not be deleted with them
+sp_kill() { # $1: the failpoint's subject; syncs until one is killed there
+	i=0; RC=0
+	while [ $i -lt 20 ] && [ "$RC" != 137 ]; do
+		printf 'k%s%d\n' "$1" $i > spsrc/a/b/x
+		TEND_FAILPOINTS="git-pack-merge~$1=kill" run sync
+		[ "$RC" = 0 ] || [ "$RC" = 137 ] || fail "small packs: sync before the $1 kill: exit $RC: $ERR"
+		i=$((i+1))
+	done
+	[ "$RC" = 137 ] || fail "small packs: no merge was killed at $1 (the test is wrong)"
+	printf '%s\n' "$(cat spsrc/a/b/x)" > "$WS/.want"
+}
+sp_ok() { # $1: what; the ref's tip readable, fsck clean, no garbage
+	git -C sp fsck --strict >"$WS/.fsck" 2>&1 || fail "small packs: $1: git fsck: $(cat "$WS/.fsck")"
+	[ "$(git -C sp show refs/heads/main:a/b/x)" = "$(cat "$WS/.want")" ] || fail "small packs: $1: the content"
+	[ "$(git -C sp count-objects -v | sed -n 's/^garbage: //p')" = 0 ] || fail "small packs: $1: $(git -C sp count-objects -v | tr '\n' ' ')"
+}
+sp_kill merged
+run sync; expect_rc 0 "small packs: the sync after a merge killed before its deletes"
+sp_ok "after a merge killed before its deletes"
+run sync; expect_rc 0 "small packs: the sync after that"
+sp_ok "the sync after that"
+# killed between an old pack's .idx and its .pack: that .pack is swept
+# (it is listed, its writer gone) and merging goes on
+sp_kill idx-gone
+run sync; expect_rc 0 "small packs: the sync after a merge killed between .idx and .pack"
+sp_ok "after a merge killed between .idx and .pack"
+i=0; while [ $i -lt 17 ]; do printf 'm%d\n' $i > spsrc/a/b/x; run sync; expect_rc 0 "small packs: sync $i after"; i=$((i+1)); done
+packs=$(git -C sp count-objects -v | awk '/^packs:/ {print $2}')
+[ "$packs" -le 18 ] || fail "small packs: merging stopped after a killed merge: $packs packs"
+# a multi-pack-index (git maintenance) names packs: tend merges none then
+git -C sp multi-pack-index write
+i=0; while [ $i -lt 20 ]; do printf 'midx%d\n' $i > spsrc/a/b/x; run sync; expect_rc 0 "small packs: sync $i with a multi-pack-index"; i=$((i+1)); done
+git -C sp fsck --strict >"$WS/.fsck" 2>&1 || fail "small packs: git fsck with a multi-pack-index: $(cat "$WS/.fsck")"
+git -C sp multi-pack-index verify >"$WS/.fsck" 2>&1 || fail "small packs: the multi-pack-index broke: $(cat "$WS/.fsck")"
+[ "$(git -C sp show refs/heads/main:a/b/x)" = midx19 ] || fail "small packs: the content with a multi-pack-index"
 rm -rf sp spsrc
 finish

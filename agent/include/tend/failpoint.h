@@ -9,8 +9,10 @@
  * "mkdir", "unlink", "open-dir" (subject: the entry name, or the directory
  * component); "read" (a source file); in the tracking store
  * "lmdb-commit" (subject "write" or "settle"), "map-full", "read-txn"; in
- * the git target "git-odb-write" (the entry) and "git-ref-update" (the
- * ref); in a pass "source-missing" (the app's source, found missing:
+ * the git target "git-odb-write" (the entry), "git-ref-update" (the
+ * ref) and "git-pack-merge" ("merged": the merged pack in place, none of
+ * the old ones deleted; "idx-gone": the first old one's .idx deleted,
+ * its .pack not); in a pass "source-missing" (the app's source, found missing:
  * "stop" parks the pass there); or any name a connector passes. ~TEXT fires only when the operation's subject (a
  * path, a ref) contains TEXT; @N fires only on the N-th matching call
  * (1-based; without it, every matching call fails). ACTION is an errno name
