@@ -2150,6 +2150,30 @@ entry_in_the_way(git_repository *repo, const struct git_action *a,
 }
 
 /* The tree of `ref`'s tip, or NULL (no such ref yet) */
+/* The first directory of `path` that `tip` holds as something else
+ * than a tree (a file, a link), unless `dels` (sorted) deletes it; or
+ * NULL. */
+static char *
+file_above(git_tree *tip, const char *path, char **dels, size_t ndels)
+{
+	char *p = tend_xstrdup(path), *found = NULL;
+
+	for (char *sl = strchr(p, '/'); sl && !found; sl = strchr(sl + 1, '/')) {
+		git_tree_entry *e = NULL;
+
+		*sl = '\0';
+		if (git_tree_entry_bypath(&e, tip, p) == 0 &&
+		    git_tree_entry_type(e) != GIT_OBJECT_TREE &&
+		    !(ndels && bsearch(&p, dels, ndels, sizeof *dels, cmp_str)))
+			found = tend_xstrdup(p);
+		git_tree_entry_free(e);
+		*sl = '/';
+	}
+	git_error_clear();
+	free(p);
+	return found;
+}
+
 static git_tree *
 tip_tree(git_repository *repo, const char *ref)
 {
@@ -2364,6 +2388,23 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			if (changed) {
 				tend_apply_fail(&results[idx[i]], TEND_ERROR,
 				    "git: %s " TEND_FS_CHANGED, a->e.src);
+				free(ups[k].path);
+				nu--;
+				continue;
+			}
+			/* a directory of its path that is a file (not one
+			 * this group deletes) is in the way of this entry
+			 * only: in the tree update it is a D/F conflict,
+			 * which failed the whole commit */
+			char *blocker = a->fresh && tip ? file_above(tip,
+			    path.ptr, dels, ndels) : NULL;
+			if (blocker) {
+				tend_apply_fail(&results[idx[i]], TEND_ECONFLICT,
+				    "git: %s in %s: the file %s is in the way: "
+				    "tend replaces only what it knows it wrote "
+				    "(remove it from the ref, then tend sync)",
+				    path.ptr, a->ref, blocker);
+				free(blocker);
 				free(ups[k].path);
 				nu--;
 				continue;

@@ -105,6 +105,30 @@ kill $holder 2>/dev/null; wait $holder 2>/dev/null
 rm -f repo.git/objects/pack/pack-$h2.pack repo.git/objects/pack/pack-$h3.pack
 git -C repo.git fsck --strict >/dev/null 2>&1 || fail "fsck after the sweep"
 
+# someone else's file where a new entry needs a directory (a D/F
+# conflict): that entry fails, in the way; the rest of the pass commits
+rm -rf .tend dfr dfs && git init -q --bare dfr && mkdir dfs && echo a > dfs/a.txt
+printf '[app "df"]\n\tsource = dfs\n\ttarget = git:dfr\n\tref = refs/heads/main\n\tprefix = p\n' > tend.conf
+run sync; expect_rc 0 "df: first sync"
+blob=$(echo user | git -C dfr hash-object -w --stdin)
+t=$(git -C dfr ls-tree refs/heads/main:p | { cat; printf '100644 blob %s\tsub\n' "$blob"; } | git -C dfr mktree)
+t=$(printf '040000 tree %s\tp\n' "$t" | git -C dfr mktree)
+git -C dfr update-ref refs/heads/main "$(git -C dfr commit-tree -p refs/heads/main -m user "$t")"
+mkdir dfs/sub && echo x > dfs/sub/x.txt && echo changed > dfs/a.txt
+run sync; expect_rc 1 "df: a file where a directory is needed"
+expect_in "$ERR" "the file p/sub is in the way" "df: what is in the way"
+[ "$(git -C dfr show refs/heads/main:p/a.txt)" = changed ] || fail "df: the rest of the pass was not committed"
+[ "$(git -C dfr show refs/heads/main:p/sub)" = user ] || fail "df: the user's file"
+case "$ERR" in *a.txt*) fail "df: a.txt blamed: $ERR";; esac
+# the user removes it: the entry goes in
+t=$(git -C dfr ls-tree refs/heads/main:p | grep -v '	sub$' | git -C dfr mktree)
+t=$(printf '040000 tree %s\tp\n' "$t" | git -C dfr mktree)
+git -C dfr update-ref refs/heads/main "$(git -C dfr commit-tree -p refs/heads/main -m gone "$t")"
+run sync; expect_rc 0 "df: after the user's file went"
+[ "$(git -C dfr show refs/heads/main:p/sub/x.txt)" = x ] || fail "df: the entry after"
+git -C dfr fsck --strict >/dev/null 2>&1 || fail "df: fsck"
+rm -rf dfr dfs
+
 # someone else's files under the prefix: a prefix change and a drop
 # delete only tend's entries (not exclusive)
 rm -rf .tend repo2 && git init -q repo2
