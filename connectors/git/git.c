@@ -2292,9 +2292,11 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	}
 	/* entries: one commit for all of them; many new blobs: one pack */
 	const struct spec *spec = NULL;
-	size_t nputs = 0;
-	for (size_t i = 0; i < n; i++)
+	size_t nputs = 0, ndel_acts = 0;
+	for (size_t i = 0; i < n; i++) {
 		nputs += acts[i]->kind == A_PUT;
+		ndel_acts += acts[i]->kind == A_DEL;
+	}
 	git_oid *packed = NULL;
 	bool *pchanged = NULL;
 	if (rc == 0 && nputs >= PACK_MIN) {
@@ -2312,10 +2314,11 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		free(puts);
 		if (rc == 0 && packer_start(&pk, repo) == 0)
 			use_pack = true;
-	} else if (rc == 0 && nputs && state) {
-		/* a few new blobs (a pass of an agent, a sync of a few
-		 * changes): into the in-memory backend with the trees and the
-		 * commit, one small pack for all of them (packer_flush)
+	} else if (rc == 0 && state && (nputs || ndel_acts)) {
+		/* a few new blobs, or only deletes (a pass of an agent, a
+		 * sync of a few changes): into the in-memory backend with the
+		 * trees and the commit, one small pack for all of them
+		 * (packer_flush)
 		 * instead of a file created and renamed per object (most of
 		 * such a pass's time, in ext4's inode allocation);
 		 * tend_pack_merge folds those packs together. A content too

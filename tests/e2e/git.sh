@@ -314,9 +314,13 @@ i=1; while [ $i -le 40 ]; do
 	[ "$loose" = 0 ] || { fail "small packs: sync $i left $loose loose objects"; break; }
 	i=$((i+1))
 done
+# a pass that only deletes: its trees and commit in a pack too
+rm spsrc/a/n40; run sync; expect_rc 0 "small packs: a delete"
+[ "$(git -C sp count-objects -v | awk '/^count:/ {print $2}')" = 0 ] || fail "small packs: a delete left loose objects"
+printf 'n40\n' > spsrc/a/n40; run sync; expect_rc 0 "small packs: the file back"
 git -C sp fsck --strict >"$WS/.fsck" 2>&1 || fail "small packs: git fsck: $(cat "$WS/.fsck")"
 [ "$(git -C sp show refs/heads/main:a/b/x)" = x40 ] || fail "small packs: the last content"
-[ "$(git -C sp show refs/heads/main~39:a/b/x)" = x1 ] || fail "small packs: an old commit's content"
+[ "$(git -C sp show refs/heads/main~41:a/b/x)" = x1 ] || fail "small packs: an old commit's content"
 [ "$(git -C sp ls-tree -r --name-only refs/heads/main | wc -l)" = 41 ] || fail "small packs: 41 entries"
 [ -f "sp/objects/pack/$userpack" ] || fail "small packs: the user's pack $userpack was deleted"
 [ "$(git -C sp show refs/heads/user:mine.txt)" = mine ] || fail "small packs: the user's commit"
