@@ -2152,10 +2152,19 @@ entry_in_the_way(git_repository *repo, const struct git_action *a,
 /* The tree of `ref`'s tip, or NULL (no such ref yet) */
 /* The first directory of `path` that `tip` holds as something else
  * than a tree (a file, a link), unless `dels` (sorted) deletes it; or
- * NULL. */
+ * NULL. `ok` keeps the last directory found clean (entries come grouped
+ * by directory: one look per directory, not per entry). */
 static char *
-file_above(git_tree *tip, const char *path, char **dels, size_t ndels)
+file_above(git_tree *tip, const char *path, char **dels, size_t ndels,
+    struct tend_buf *ok)
 {
+	const char *slash = strrchr(path, '/');
+	size_t dirlen = slash ? (size_t)(slash - path) : 0;
+
+	/* the directory the last entry checked was in: clean already */
+	if (!slash || (ok->ptr && ok->len == dirlen &&
+			  memcmp(ok->ptr, path, dirlen) == 0))
+		return NULL;
 	char *p = tend_xstrdup(path), *found = NULL;
 
 	for (char *sl = strchr(p, '/'); sl && !found; sl = strchr(sl + 1, '/')) {
@@ -2171,6 +2180,10 @@ file_above(git_tree *tip, const char *path, char **dels, size_t ndels)
 	}
 	git_error_clear();
 	free(p);
+	if (!found) {
+		tend_buf_reset(ok);
+		tend_buf_put(ok, path, dirlen);
+	}
 	return found;
 }
 
@@ -2348,12 +2361,16 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	bool put_spec = false;
 	struct tend_buf written = TEND_BUF_INIT; /* blobids.h pairs */
 	git_tree *tip = NULL; /* for first writes: what is there now */
+	/* what the ref holds: a first write may find something there, and
+	 * any write or delete another author's file or directory where
+	 * tend's path goes */
 	for (size_t i = 0; i < n && rc == 0 && !tip; i++)
 		if ((acts[i]->kind == A_PUT || acts[i]->kind == A_DEL) &&
-		    acts[i]->fresh && !(tip = tip_tree(repo, acts[i]->ref)))
+		    !(tip = tip_tree(repo, acts[i]->ref)))
 			break; /* no ref yet: nothing is in the way */
 	char **dels = NULL; /* with a tip: the paths this group deletes */
 	size_t ndels = 0;
+	struct tend_buf okdir = TEND_BUF_INIT; /* file_above's */
 	for (size_t i = 0; tip && i < n; i++) {
 		if (acts[i]->kind != A_DEL)
 			continue;
@@ -2399,8 +2416,8 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			 * this group deletes) is in the way of this entry
 			 * only: in the tree update it is a D/F conflict,
 			 * which failed the whole commit */
-			char *blocker = a->fresh && tip ? file_above(tip,
-			    path.ptr, dels, ndels) : NULL;
+			char *blocker = tip ? file_above(tip, path.ptr, dels,
+			    ndels, &okdir) : NULL;
 			if (blocker) {
 				tend_apply_fail(&results[idx[i]], TEND_ECONFLICT,
 				    "git: %s in %s: the file %s is in the way: "
@@ -2413,6 +2430,27 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 				continue;
 			}
 			git_tree_entry *e = NULL;
+			/* a directory at the path of an entry tend wrote:
+			 * another author's (tend writes no trees), never
+			 * replaced */
+			if (!a->fresh && tip &&
+			    git_tree_entry_bypath(&e, tip, path.ptr) == 0 &&
+			    git_tree_entry_type(e) == GIT_OBJECT_TREE &&
+			    !(ndels && bsearch(&ups[k].path, dels, ndels,
+				sizeof *dels, cmp_str))) {
+				tend_apply_fail(&results[idx[i]], TEND_ECONFLICT,
+				    "git: %s in %s: a directory is in the way: "
+				    "tend replaces only what it knows it wrote "
+				    "(remove it from the ref, then tend sync)",
+				    path.ptr, a->ref);
+				git_tree_entry_free(e);
+				free(ups[k].path);
+				nu--;
+				continue;
+			}
+			git_tree_entry_free(e);
+			e = NULL;
+			git_error_clear();
 			if (a->fresh && tip &&
 			    git_tree_entry_bypath(&e, tip, path.ptr) == 0 &&
 			    entry_in_the_way(repo, a, e, &ups[k].u.id, dels,
@@ -2458,14 +2496,20 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			}
 		} else {
 			git_tree_entry *e = NULL;
-			bool there = a->fresh && tip &&
+			bool there = tip &&
 			    git_tree_entry_bypath(&e, tip, path.ptr) == 0;
-			bool foreign = there && entry_in_the_way(repo, a, e,
-			    NULL, NULL, 0, path.ptr);
+			/* a directory where tend's file was is another
+			 * author's, whatever tend wrote there before (a
+			 * remove of the path would take all of it) */
+			bool dir = there &&
+			    git_tree_entry_type(e) == GIT_OBJECT_TREE;
+			bool foreign = there && (dir || (a->fresh &&
+			    entry_in_the_way(repo, a, e, NULL, NULL, 0,
+				path.ptr)));
 
 			git_tree_entry_free(e);
 			git_error_clear();
-			if (a->fresh && (foreign || !there)) {
+			if (dir || (a->fresh && (foreign || !there))) {
 				/* never tend's, or nothing there: its state
 				 * goes, what is there stays */
 				results[idx[i]].left = true;
@@ -2520,6 +2564,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	if (use_pack)
 		packer_stop(&pk);
 	git_tree_free(tip);
+	tend_buf_release(&okdir);
 	for (size_t i = 0; i < ndels; i++)
 		free(dels[i]);
 	free(dels);

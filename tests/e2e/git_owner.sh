@@ -127,6 +127,32 @@ git -C dfr update-ref refs/heads/main "$(git -C dfr commit-tree -p refs/heads/ma
 run sync; expect_rc 0 "df: after the user's file went"
 [ "$(git -C dfr show refs/heads/main:p/sub/x.txt)" = x ] || fail "df: the entry after"
 git -C dfr fsck --strict >/dev/null 2>&1 || fail "df: fsck"
+# another author turns tend's file p/a.txt into a directory of theirs:
+# an update of a.txt fails alone (in the way), and its delete leaves
+# their directory (removing the path would take all of it)
+inner=$(echo theirs | git -C dfr hash-object -w --stdin)
+t=$(printf '100644 blob %s\tinner\n' "$inner" | git -C dfr mktree)
+t=$(git -C dfr ls-tree refs/heads/main:p | grep -v '	a.txt$' | { cat; printf '040000 tree %s\ta.txt\n' "$t"; } | git -C dfr mktree)
+t=$(printf '040000 tree %s\tp\n' "$t" | git -C dfr mktree)
+git -C dfr update-ref refs/heads/main "$(git -C dfr commit-tree -p refs/heads/main -m dir "$t")"
+echo again > dfs/a.txt; echo y > dfs/sub/y.txt
+run sync; expect_rc 1 "df: tend's file made a directory by another author"
+expect_in "$ERR" "a directory is in the way" "df: the directory named"
+[ "$(git -C dfr show refs/heads/main:p/sub/y.txt)" = y ] || fail "df: the rest of the pass (sub/y.txt) was not committed"
+rm dfs/a.txt
+run sync; expect_rc 0 "df: tend's file deleted where another author's directory is"
+[ "$(git -C dfr show refs/heads/main:p/a.txt/inner)" = theirs ] || fail "df: the delete took another author's directory"
+# another author turns tend's directory p/sub into a file: an update of
+# sub/x.txt fails alone
+t=$(git -C dfr ls-tree refs/heads/main:p | grep -v '	sub$' | { cat; printf '100644 blob %s\tsub\n' "$blob"; } | git -C dfr mktree)
+t=$(printf '040000 tree %s\tp\n' "$t" | git -C dfr mktree)
+git -C dfr update-ref refs/heads/main "$(git -C dfr commit-tree -p refs/heads/main -m file "$t")"
+echo x2 > dfs/sub/x.txt; echo n > dfs/new.txt
+run sync; expect_rc 1 "df: tend's directory made a file by another author"
+expect_in "$ERR" "the file p/sub is in the way" "df: the file named"
+[ "$(git -C dfr show refs/heads/main:p/new.txt)" = n ] || fail "df: the rest of the pass (new.txt) was not committed"
+[ "$(git -C dfr show refs/heads/main:p/sub)" = user ] || fail "df: their file"
+git -C dfr fsck --strict >/dev/null 2>&1 || fail "df: fsck at the end"
 rm -rf dfr dfs
 
 # someone else's files under the prefix: a prefix change and a drop
