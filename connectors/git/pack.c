@@ -27,6 +27,7 @@
 
 #include "tend/buf.h"
 #include "tend/failpoint.h"
+#include "writes.h"
 #include "tend/status.h"
 
 /* ---- SHA-1 (FIPS 180-4) ---- */
@@ -804,6 +805,7 @@ tend_pack_merge(git_repository *repo, bool force)
 	struct tend_buf bytes = TEND_BUF_INIT;
 	struct tend_pack *p = NULL;
 	char newname[46] = "";
+	bool locked = false;
 	int rc = 0, merged = 0;
 
 	if (!list_path || read_file(list_path, &text)) {
@@ -932,6 +934,25 @@ tend_pack_merge(git_repository *repo, bool force)
 	 * (a kill between leaves a .pack sweep_orphans removes) */
 	if (tend_failpoint("git-pack-merge", "merged"))
 		goto out; /* (kept: another time) */
+	/* git writes a multi-pack-index under this lock: held for the
+	 * deletes, none can name a pack being deleted; one written since
+	 * the check above, or a git holding the lock, leaves the old packs
+	 * to another time (their objects are in the new one too). Noted
+	 * in git-locks: a kill leaves a lock the next tend removes. */
+	tend_buf_reset(&keep);
+	tend_buf_printf(&keep, "%smulti-pack-index.lock", dir.ptr);
+	git_oid none;
+	memset(&none, 0, sizeof none);
+	tend_git_locks_note_file(keep.ptr, &none);
+	int lfd = open(keep.ptr, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (lfd < 0)
+		goto out;
+	close(lfd);
+	locked = true;
+	tend_buf_reset(&path);
+	tend_buf_printf(&path, "%smulti-pack-index", dir.ptr);
+	if (access(path.ptr, F_OK) == 0)
+		goto out;
 	for (size_t i = 0; i < nsmall; i++) {
 		static const char *const ext[] = {".idx", ".pack", ".rev",
 		    ".bitmap"};
@@ -949,6 +970,8 @@ tend_pack_merge(git_repository *repo, bool force)
 	}
 	list_drop(rp, small, nsmall, gone, ngone);
 out:
+	if (locked)
+		unlink(keep.ptr);
 	for (size_t i = 0; i < nsmall; i++)
 		free(small[i]);
 	free(small);

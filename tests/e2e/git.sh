@@ -363,8 +363,10 @@ sp_ok "the sync after that"
 # killed between an old pack's .idx and its .pack: that .pack is swept
 # (it is listed, its writer gone) and merging goes on
 sp_kill idx-gone
+[ -e sp/objects/pack/multi-pack-index.lock ] || fail "small packs: the merge held no multi-pack-index lock while it deleted"
 run sync; expect_rc 0 "small packs: the sync after a merge killed between .idx and .pack"
 sp_ok "after a merge killed between .idx and .pack"
+[ ! -e sp/objects/pack/multi-pack-index.lock ] || fail "small packs: a killed merge's multi-pack-index lock was left"
 i=0; while [ $i -lt 17 ]; do printf 'm%d\n' $i > spsrc/a/b/x; run sync; expect_rc 0 "small packs: sync $i after"; i=$((i+1)); done
 packs=$(git -C sp count-objects -v | awk '/^packs:/ {print $2}')
 [ "$packs" -le 18 ] || fail "small packs: merging stopped after a killed merge: $packs packs"
@@ -374,5 +376,25 @@ i=0; while [ $i -lt 20 ]; do printf 'midx%d\n' $i > spsrc/a/b/x; run sync; expec
 git -C sp fsck --strict >"$WS/.fsck" 2>&1 || fail "small packs: git fsck with a multi-pack-index: $(cat "$WS/.fsck")"
 git -C sp multi-pack-index verify >"$WS/.fsck" 2>&1 || fail "small packs: the multi-pack-index broke: $(cat "$WS/.fsck")"
 [ "$(git -C sp show refs/heads/main:a/b/x)" = midx19 ] || fail "small packs: the content with a multi-pack-index"
+# one written while a merge runs (git maintenance in the background):
+# the merge, parked before its deletes, then deletes nothing
+rm -f sp/objects/pack/multi-pack-index
+i=0; got=
+while [ $i -lt 20 ] && [ -z "$got" ]; do
+	printf 'r%d\n' $i > spsrc/a/b/x
+	TEND_FAILPOINTS='git-pack-merge~merged=stop' "$TEND" sync >/dev/null 2>&1 & bg=$!
+	j=0
+	while [ $j -lt 200 ] && kill -0 $bg 2>/dev/null; do
+		[ "$(sed "s/.*) //" /proc/$bg/stat 2>/dev/null | cut -c1)" = T ] && { got=1; break; }
+		sleep 0.02; j=$((j+1))
+	done
+	[ -n "$got" ] && { git -C sp multi-pack-index write; kill -CONT $bg; }
+	wait $bg || fail "small packs: a sync beside a multi-pack-index write: exit $?"
+	i=$((i+1))
+done
+[ -n "$got" ] || fail "small packs: no merge was parked (the test is wrong)"
+git -C sp fsck --strict >"$WS/.fsck" 2>&1 || fail "small packs: git fsck after a multi-pack-index written during a merge: $(cat "$WS/.fsck")"
+git -C sp multi-pack-index verify >"$WS/.fsck" 2>&1 || fail "small packs: a multi-pack-index written during a merge broke: $(cat "$WS/.fsck")"
+[ "$(git -C sp show refs/heads/main:a/b/x)" = "$(cat spsrc/a/b/x)" ] || fail "small packs: the content after a multi-pack-index written during a merge"
 rm -rf sp spsrc
 finish
