@@ -2151,8 +2151,8 @@ entry_in_the_way(git_repository *repo, const struct git_action *a,
 
 /* The tree of `ref`'s tip, or NULL (no such ref yet) */
 /* The first directory of `path` that `tip` holds as something else
- * than a tree (a file, a link), unless `dels` (sorted) deletes it; or
- * NULL. `ok` keeps the last directory found clean (entries come grouped
+ * than a tree (a file, a link), unless `dels` (sorted) deletes it, as
+ * "the file DIR" (or symlink, submodule); or NULL. `ok` keeps the last directory found clean (entries come grouped
  * by directory: one look per directory, not per entry). */
 static char *
 file_above(git_tree *tip, const char *path, char **dels, size_t ndels,
@@ -2173,8 +2173,16 @@ file_above(git_tree *tip, const char *path, char **dels, size_t ndels,
 		*sl = '\0';
 		if (git_tree_entry_bypath(&e, tip, p) == 0 &&
 		    git_tree_entry_type(e) != GIT_OBJECT_TREE &&
-		    !(ndels && bsearch(&p, dels, ndels, sizeof *dels, cmp_str)))
-			found = tend_xstrdup(p);
+		    !(ndels && bsearch(&p, dels, ndels, sizeof *dels, cmp_str))) {
+			struct tend_buf b = TEND_BUF_INIT;
+
+			tend_buf_printf(&b, "%s %s",
+			    git_tree_entry_filemode(e) == GIT_FILEMODE_LINK
+				? "the symlink" : git_tree_entry_type(e) ==
+				    GIT_OBJECT_COMMIT ? "the submodule"
+						      : "the file", p);
+			found = tend_buf_detach(&b, NULL);
+		}
 		git_tree_entry_free(e);
 		*sl = '/';
 	}
@@ -2420,7 +2428,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			    ndels, &okdir) : NULL;
 			if (blocker) {
 				tend_apply_fail(&results[idx[i]], TEND_ECONFLICT,
-				    "git: %s in %s: the file %s is in the way: "
+				    "git: %s in %s: %s is in the way: "
 				    "tend replaces only what it knows it wrote "
 				    "(remove it from the ref, then tend sync)",
 				    path.ptr, a->ref, blocker);

@@ -153,6 +153,14 @@ expect_in "$ERR" "the file p/sub is in the way" "df: the file named"
 [ "$(git -C dfr show refs/heads/main:p/new.txt)" = n ] || fail "df: the rest of the pass (new.txt) was not committed"
 [ "$(git -C dfr show refs/heads/main:p/sub)" = user ] || fail "df: their file"
 git -C dfr fsck --strict >/dev/null 2>&1 || fail "df: fsck at the end"
+# a symlink in the way is called one
+lnk=$(printf 'elsewhere' | git -C dfr hash-object -w --stdin)
+t=$(git -C dfr ls-tree refs/heads/main:p | { cat; printf '120000 blob %s\tln\n' "$lnk"; } | git -C dfr mktree)
+t=$(printf '040000 tree %s\tp\n' "$t" | git -C dfr mktree)
+git -C dfr update-ref refs/heads/main "$(git -C dfr commit-tree -p refs/heads/main -m link "$t")"
+mkdir dfs/ln && echo z > dfs/ln/z.txt
+run sync; expect_rc 1 "df: a symlink where a directory is needed"
+expect_in "$ERR" "the symlink p/ln is in the way" "df: the symlink named"
 rm -rf dfr dfs
 
 # someone else's files under the prefix: a prefix change and a drop
