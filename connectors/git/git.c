@@ -360,39 +360,55 @@ adup(struct tend_arena *a, const char *p, size_t n)
  * use waits for it.
  */
 static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_t warm_thread;
+static pthread_cond_t ready_cond = PTHREAD_COND_INITIALIZER;
 static enum { GIT_COLD, GIT_WARMING, GIT_READY } ready_state;
 static _Atomic bool ready;
 
+/*
+ * The warming thread stays, parked, until the process ends: what the TLS
+ * libraries libgit2 starts keep per thread (904 bytes of OpenSSL's) is
+ * never freed when a thread ends, and would be a leak once it had (the
+ * ASan runs saw it). It takes no signal: they stay the other threads'.
+ */
 static void *
 warm_run(void *arg)
 {
+	sigset_t all;
+
 	(void)arg;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	git_libgit2_init();
+	pthread_mutex_lock(&ready_lock);
+	ready_state = GIT_READY;
+	ready = true;
+	pthread_cond_broadcast(&ready_cond);
+	pthread_mutex_unlock(&ready_lock);
+	for (;;)
+		pause();
 	return NULL;
 }
 
-/* The warming thread is joined, not left to finish on its own: what
- * the TLS libraries it starts keep per thread is freed when it exits,
- * which must happen before the process does (LeakSanitizer saw 904
- * bytes of OpenSSL's when a short `tend plan` exited first). */
 static void
 git_ready(void)
 {
 	if (ready)
 		return;
 	pthread_mutex_lock(&ready_lock);
-	if (ready_state == GIT_WARMING)
-		pthread_join(warm_thread, NULL);
-	else if (ready_state == GIT_COLD)
+	while (ready_state == GIT_WARMING)
+		pthread_cond_wait(&ready_cond, &ready_lock);
+	if (ready_state == GIT_COLD) {
 		git_libgit2_init();
-	ready_state = GIT_READY;
-	ready = true;
+		ready_state = GIT_READY;
+		ready = true;
+	}
 	pthread_mutex_unlock(&ready_lock);
 }
 
+/* at exit: never while libgit2 (and the libraries it starts, whose own
+ * exit handlers then run) is half started */
 static void
-warm_join(void)
+warm_wait(void)
 {
 	git_ready();
 }
@@ -400,13 +416,20 @@ warm_join(void)
 void
 tend_git_warm(void)
 {
+	pthread_attr_t attr;
+	pthread_t t;
+
 	if (ready)
 		return;
 	pthread_mutex_lock(&ready_lock);
-	if (ready_state == GIT_COLD &&
-	    pthread_create(&warm_thread, NULL, warm_run, NULL) == 0) {
-		ready_state = GIT_WARMING;
-		atexit(warm_join);
+	if (ready_state == GIT_COLD && pthread_attr_init(&attr) == 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&attr, 1024 * 1024);
+		if (pthread_create(&t, &attr, warm_run, NULL) == 0) {
+			ready_state = GIT_WARMING;
+			atexit(warm_wait);
+		}
+		pthread_attr_destroy(&attr);
 	}
 	pthread_mutex_unlock(&ready_lock);
 }
