@@ -2786,7 +2786,26 @@ entries_check(struct tend_handler *base, struct tend_context *ctx,
 	} else if (check_tree(h, &tip) != 0) {
 		tend_buf_printf(why, "cannot read %s", h->ref);
 	} else if (git_tree_entry_bypath(&e, h->check_tree, path.ptr)) {
-		tend_buf_printf(why, TEND_CHECK_ABSENT " from %s", h->ref);
+		/* not there: maybe because what is above it is not a
+		 * directory (what a write of it then fails on) */
+		struct tend_buf ok = TEND_BUF_INIT;
+		char *above = file_above(h->check_tree, path.ptr, NULL, 0,
+		    &ok);
+
+		if (above)
+			tend_buf_printf(why, TEND_CHECK_IN_THE_WAY ": %s is "
+			    "there in %s, where this entry needs a directory: "
+			    "tend replaces only what it knows it wrote (remove "
+			    "it, then tend sync)", above, h->ref);
+		else
+			tend_buf_printf(why, TEND_CHECK_ABSENT " from %s",
+			    h->ref);
+		free(above);
+		tend_buf_release(&ok);
+	} else if (git_tree_entry_type(e) == GIT_OBJECT_TREE) {
+		tend_buf_printf(why, TEND_CHECK_IN_THE_WAY ": a directory is "
+		    "there in %s: tend replaces only what it knows it wrote "
+		    "(remove it, then tend sync)", h->ref);
 	} else if (fast_match(h, ctx, e, record)) {
 		rc = 0; /* a blob known to have the recorded content */
 	} else if (git_blob_lookup(&b, repo, git_tree_entry_id(e))) {

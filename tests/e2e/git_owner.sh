@@ -115,8 +115,12 @@ t=$(git -C dfr ls-tree refs/heads/main:p | { cat; printf '100644 blob %s\tsub\n'
 t=$(printf '040000 tree %s\tp\n' "$t" | git -C dfr mktree)
 git -C dfr update-ref refs/heads/main "$(git -C dfr commit-tree -p refs/heads/main -m user "$t")"
 mkdir dfs/sub && echo x > dfs/sub/x.txt && echo changed > dfs/a.txt
+run plan; expect_rc 1 "df: plan predicts the entry fails"
+expect_in "$ERR" "in the way: the file p/sub is there" "df: plan says what is in the way"
 run sync; expect_rc 1 "df: a file where a directory is needed"
 expect_in "$ERR" "the file p/sub is in the way" "df: what is in the way"
+run check; expect_rc 1 "df: check after"
+expect_in "$OUT" "in the way: the file p/sub is there" "df: check says what is in the way"
 [ "$(git -C dfr show refs/heads/main:p/a.txt)" = changed ] || fail "df: the rest of the pass was not committed"
 [ "$(git -C dfr show refs/heads/main:p/sub)" = user ] || fail "df: the user's file"
 case "$ERR" in *a.txt*) fail "df: a.txt blamed: $ERR";; esac
