@@ -2172,11 +2172,11 @@ entry_in_the_way(git_repository *repo, const struct git_action *a,
 	return way;
 }
 
-/* The tree of `ref`'s tip, or NULL (no such ref yet) */
 /* The first directory of `path` that `tip` holds as something else
  * than a tree (a file, a link), unless `dels` (sorted) deletes it, as
- * "the file DIR" (or symlink, submodule); or NULL. `ok` keeps the last directory found clean (entries come grouped
- * by directory: one look per directory, not per entry). */
+ * "the file DIR" (or symlink, submodule); or NULL. `ok` keeps the last
+ * directory found clean (entries come grouped by directory: one look per
+ * directory, not per entry). */
 static char *
 file_above(git_tree *tip, const char *path, char **dels, size_t ndels,
     struct tend_buf *ok)
@@ -2218,6 +2218,7 @@ file_above(git_tree *tip, const char *path, char **dels, size_t ndels,
 	return found;
 }
 
+/* The tree of `ref`'s tip, or NULL (no such ref yet) */
 static git_tree *
 tip_tree(git_repository *repo, const char *ref)
 {
@@ -2460,12 +2461,16 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 				nu--;
 				continue;
 			}
+			/* what the ref holds at its path */
 			git_tree_entry *e = NULL;
+			if (tip && git_tree_entry_bypath(&e, tip, path.ptr)) {
+				e = NULL;
+				git_error_clear();
+			}
 			/* a directory at the path of an entry tend wrote:
 			 * another author's (tend writes no trees), never
 			 * replaced */
-			if (!a->fresh && tip &&
-			    git_tree_entry_bypath(&e, tip, path.ptr) == 0 &&
+			if (!a->fresh && e &&
 			    git_tree_entry_type(e) == GIT_OBJECT_TREE &&
 			    !(ndels && bsearch(&ups[k].path, dels, ndels,
 				sizeof *dels, cmp_str))) {
@@ -2479,11 +2484,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 				nu--;
 				continue;
 			}
-			git_tree_entry_free(e);
-			e = NULL;
-			git_error_clear();
-			if (a->fresh && tip &&
-			    git_tree_entry_bypath(&e, tip, path.ptr) == 0 &&
+			if (a->fresh && e &&
 			    entry_in_the_way(repo, a, e, &ups[k].u.id, dels,
 				ndels, path.ptr)) {
 				tend_apply_fail(&results[idx[i]], TEND_ECONFLICT,
@@ -2506,9 +2507,11 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 				nu--;
 				continue;
 			}
-			/* what the ref holds there already: adopted (not a
-			 * change the commit's {count} counts) */
-			if (e && git_tree_entry_type(e) == GIT_OBJECT_BLOB &&
+			/* what the ref holds there already, at a first
+			 * write: adopted (not a change the commit's {count}
+			 * counts) */
+			if (a->fresh && e &&
+			    git_tree_entry_type(e) == GIT_OBJECT_BLOB &&
 			    (unsigned)git_tree_entry_filemode(e) == a->gitmode &&
 			    git_oid_equal(git_tree_entry_id(e), &ups[k].u.id)) {
 				results[idx[i]].adopted = true;
@@ -2652,7 +2655,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	}
 	/* the small packs of earlier passes, folded into one now and then
 	 * (a failure leaves them as they are: nothing is lost) */
-	if (use_pack && tend_pack_merge(repo, false) < 0)
+	if (use_pack && tend_pack_merge(repo) < 0)
 		tend_error_clear();
 out:
 	if (rc)

@@ -562,17 +562,32 @@ struct src_ent {
 static int
 read_file(const char *path, struct tend_buf *b)
 {
-	unsigned char buf[65536];
-	ssize_t got;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
 
 	tend_buf_reset(b);
 	if (fd < 0)
 		return -1;
-	while ((got = read(fd, buf, sizeof buf)) > 0)
-		tend_buf_put(b, buf, (size_t)got);
+	rc = tend_buf_read_fd(b, fd, SIZE_MAX);
 	close(fd);
-	return got < 0 ? -1 : 0;
+	return rc;
+}
+
+/*
+ * A line of the list (its '\n' made a NUL) if it is one of repository
+ * `rp`'s: its pack's name ("pack-HEX") in *name, *namelen, and the pid
+ * of its writer in *pid (0 if the line has none).
+ */
+static bool
+list_line(const char *l, const char *rp, size_t rplen, const char **name,
+    size_t *namelen, long *pid)
+{
+	if (strncmp(l, rp, rplen) != 0 || l[rplen] != '\t')
+		return false;
+	*name = l + rplen + 1;
+	*namelen = strcspn(*name, "\t");
+	*pid = (*name)[*namelen] == '\t' ?
+	    strtol(*name + *namelen + 1, NULL, 10) : 0;
+	return *namelen > 0 && !memchr(*name, '/', *namelen);
 }
 
 static uint32_t
@@ -704,22 +719,23 @@ list_drop(const char *rp, char *const *a, size_t na, char *const *b,
 
 	if (!list_path || read_file(list_path, &text))
 		goto out;
-	for (char *l = text.ptr, *nl; l && *l; l = nl + 1) {
+	for (char *l = text.ptr, *nl; l && (nl = strchr(l, '\n')); l = nl + 1) {
+		const char *name;
+		size_t k;
+		long pid;
 		bool drop = false;
 
-		if (!(nl = strchr(l, '\n')))
-			break;
-		for (size_t i = 0; i < na + nb && !drop; i++) {
-			const char *name = i < na ? a[i] : b[i - na];
-			size_t k = strlen(name);
+		*nl = '\0';
+		if (list_line(l, rp, rplen, &name, &k, &pid))
+			for (size_t i = 0; i < na + nb && !drop; i++) {
+				const char *x = i < na ? a[i] : b[i - na];
 
-			drop = (size_t)(nl - l) >= rplen + 1 + k &&
-			    strncmp(l, rp, rplen) == 0 && l[rplen] == '\t' &&
-			    strncmp(l + rplen + 1, name, k) == 0 &&
-			    (l[rplen + 1 + k] == '\t' || l[rplen + 1 + k] == '\n');
+				drop = strlen(x) == k && memcmp(x, name, k) == 0;
+			}
+		if (!drop) {
+			tend_buf_put(&out, l, (size_t)(nl - l));
+			tend_buf_putc(&out, '\n');
 		}
-		if (!drop)
-			tend_buf_put(&out, l, (size_t)(nl - l) + 1);
 	}
 	tend_buf_printf(&tmp, "%s.tmp", list_path);
 	fd = open(tmp.ptr, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -747,34 +763,28 @@ sweep_orphans(git_repository *repo, const char *dir)
 	size_t rplen = strlen(rp);
 	int n = 0;
 
-	if (!list_path || read_file(list_path, &text)) {
-		tend_buf_release(&text);
-		return 0;
-	}
-	for (char *l = text.ptr, *nl; l && *l; l = nl + 1) {
-		if (!(nl = strchr(l, '\n')))
-			break;
-		*nl = '\0';
-		if (strncmp(l, rp, rplen) || l[rplen] != '\t')
-			continue;
-		char *name = l + rplen + 1, *tab = strchr(name, '\t');
-		long pid = tab ? strtol(tab + 1, NULL, 10) : 0;
-		struct stat st;
+	if (list_path && read_file(list_path, &text) == 0)
+		for (char *l = text.ptr, *nl; l && (nl = strchr(l, '\n'));
+		     l = nl + 1) {
+			const char *name;
+			size_t k;
+			long pid;
+			struct stat st;
 
-		if (!tab || pid <= 0 || pid == (long)getpid() ||
-		    strchr(name, '/'))
-			continue;
-		*tab = '\0';
-		tend_buf_reset(&path);
-		tend_buf_printf(&path, "%s%s.idx", dir, name);
-		if (lstat(path.ptr, &st) == 0 || errno != ENOENT)
-			continue;
-		tend_buf_reset(&path);
-		tend_buf_printf(&path, "%s%s.pack", dir, name);
-		if (lstat(path.ptr, &st) == 0 && S_ISREG(st.st_mode) &&
-		    tend_pid_gone(pid))
-			n += unlink(path.ptr) == 0;
-	}
+			*nl = '\0';
+			if (!list_line(l, rp, rplen, &name, &k, &pid) ||
+			    pid <= 0 || pid == (long)getpid())
+				continue;
+			tend_buf_reset(&path);
+			tend_buf_printf(&path, "%s%.*s.idx", dir, (int)k, name);
+			if (lstat(path.ptr, &st) == 0 || errno != ENOENT)
+				continue;
+			tend_buf_reset(&path);
+			tend_buf_printf(&path, "%s%.*s.pack", dir, (int)k, name);
+			if (lstat(path.ptr, &st) == 0 && S_ISREG(st.st_mode) &&
+			    tend_pid_gone(pid))
+				n += unlink(path.ptr) == 0;
+		}
 	tend_buf_release(&text);
 	tend_buf_release(&path);
 	return n;
@@ -783,8 +793,8 @@ sweep_orphans(git_repository *repo, const char *dir)
 /*
  * The packs the list names for this repository that are still there,
  * small (a .pack of at most TEND_PACK_SMALL bytes) and not kept (.keep):
- * when there are TEND_PACK_MERGE_AT of them (or 2, with `force`), their
- * objects go into one new pack, each once, its bytes copied as they are
+ * when there are TEND_PACK_MERGE_AT of them, their objects go into one
+ * new pack, each once, its bytes copied as they are
  * (tend's packs hold no deltas: nothing is inflated, deflated or hashed
  * but the new pack's trailer), then they are deleted (the .idx first:
  * the pack is gone for readers before its bytes) and the list is written
@@ -794,13 +804,14 @@ sweep_orphans(git_repository *repo, const char *dir)
  * many were merged.
  */
 int
-tend_pack_merge(git_repository *repo, bool force)
+tend_pack_merge(git_repository *repo)
 {
 	struct tend_buf text = TEND_BUF_INIT, dir = TEND_BUF_INIT,
 			path = TEND_BUF_INIT, keep = TEND_BUF_INIT;
 	const char *rp = git_repository_path(repo);
 	size_t rplen = strlen(rp), nsmall = 0, nents = 0, cap = 0, ngone = 0;
 	char **small = NULL, **gone = NULL;
+	uint64_t *size = NULL; /* of each small pack's .pack */
 	struct src_ent *ents = NULL;
 	struct tend_buf bytes = TEND_BUF_INIT;
 	struct tend_pack *p = NULL;
@@ -814,48 +825,56 @@ tend_pack_merge(git_repository *repo, bool force)
 	}
 	tend_buf_printf(&dir, "%sobjects/pack/", rp);
 	/* this repository's small packs, each once */
-	for (char *l = text.ptr, *nl; l && *l; l = nl ? nl + 1 : NULL) {
+	for (char *l = text.ptr, *nl; l && (nl = strchr(l, '\n')); l = nl + 1) {
+		const char *nm;
+		size_t k;
+		long pid;
 		struct stat st;
 		bool seen = false;
 
-		nl = strchr(l, '\n');
-		if (!nl)
-			break;
-		if ((size_t)(nl - l) <= rplen || strncmp(l, rp, rplen) ||
-		    l[rplen] != '\t')
+		*nl = '\0';
+		if (!list_line(l, rp, rplen, &nm, &k, &pid))
 			continue;
-		char *name = strndup(l + rplen + 1,
-		    strcspn(l + rplen + 1, "\t\n"));
+		char *name = tend_xstrdup(nm);
 
-		if (!name)
-			abort();
+		name[k] = '\0';
 		for (size_t i = 0; i < nsmall && !seen; i++)
 			seen = strcmp(small[i], name) == 0;
-		tend_buf_reset(&path);
-		tend_buf_printf(&path, "%s%s.pack", dir.ptr, name);
-		tend_buf_reset(&keep);
-		tend_buf_printf(&keep, "%s%s.keep", dir.ptr, name);
-		if (!seen && lstat(path.ptr, &st) != 0 && errno == ENOENT) {
-			/* gone (a git gc): its line goes too, in time */
-			gone = tend_xrealloc(gone, (ngone + 1) * sizeof *gone);
-			gone[ngone++] = name;
-			continue;
-		}
-		if (seen || strchr(name, '/') || lstat(path.ptr, &st) != 0 ||
-		    !S_ISREG(st.st_mode) || (uint64_t)st.st_size >
-		    TEND_PACK_SMALL || access(keep.ptr, F_OK) == 0) {
+		for (size_t i = 0; i < ngone && !seen; i++)
+			seen = strcmp(gone[i], name) == 0;
+		if (seen) {
 			free(name);
 			continue;
 		}
-		/* without its .idx (a writer between its renames, or killed
-		 * there: sweep_orphans) it is not a pack to merge */
+		tend_buf_reset(&path);
+		tend_buf_printf(&path, "%s%s.pack", dir.ptr, name);
+		if (lstat(path.ptr, &st) != 0) {
+			if (errno == ENOENT) {
+				/* gone (a git gc): its line goes too, in
+				 * time */
+				gone = tend_xrealloc(gone,
+				    (ngone + 1) * sizeof *gone);
+				gone[ngone++] = name;
+			} else
+				free(name);
+			continue;
+		}
+		/* kept (.keep), or without its .idx (a writer between its
+		 * renames, or killed there: sweep_orphans): not one to
+		 * merge */
 		tend_buf_reset(&keep);
-		tend_buf_printf(&keep, "%s%s.idx", dir.ptr, name);
-		if (access(keep.ptr, F_OK) != 0) {
+		tend_buf_printf(&keep, "%s%s.keep", dir.ptr, name);
+		tend_buf_reset(&path);
+		tend_buf_printf(&path, "%s%s.idx", dir.ptr, name);
+		if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size >
+		    TEND_PACK_SMALL || access(keep.ptr, F_OK) == 0 ||
+		    access(path.ptr, F_OK) != 0) {
 			free(name);
 			continue;
 		}
 		small = tend_xrealloc(small, (nsmall + 1) * sizeof *small);
+		size = tend_xrealloc(size, (nsmall + 1) * sizeof *size);
+		size[nsmall] = (uint64_t)st.st_size;
 		small[nsmall++] = name;
 	}
 	/* a multi-pack-index (git maintenance writes one) names packs by
@@ -865,22 +884,16 @@ tend_pack_merge(git_repository *repo, bool force)
 	tend_buf_printf(&path, "%smulti-pack-index", dir.ptr);
 	if (access(path.ptr, F_OK) == 0)
 		goto out;
-	if (nsmall < (force ? 2u : TEND_PACK_MERGE_AT)) {
+	if (nsmall < TEND_PACK_MERGE_AT) {
 		if (ngone >= TEND_PACK_MERGE_AT)
 			list_drop(rp, gone, ngone, NULL, 0);
 		goto out;
 	}
 	for (size_t i = 0; i < nsmall && rc == 0; i++) {
-		struct stat st;
-
-		tend_buf_reset(&path);
-		tend_buf_printf(&path, "%s%s.pack", dir.ptr, small[i]);
-		rc = stat(path.ptr, &st) ? -1 : 0;
 		tend_buf_reset(&path);
 		tend_buf_printf(&path, "%s%s.idx", dir.ptr, small[i]);
-		if (rc == 0)
-			rc = idx_entries(path.ptr, (uint32_t)i,
-			    (uint64_t)st.st_size, &ents, &nents, &cap);
+		rc = idx_entries(path.ptr, (uint32_t)i, size[i], &ents, &nents,
+		    &cap);
 	}
 	if (rc) { /* one went meanwhile (a git gc), or is not ours to
 		   * copy: another time */
@@ -928,7 +941,8 @@ tend_pack_merge(git_repository *repo, bool force)
 	for (size_t i = 0; i < nsmall; i++)
 		if (strcmp(small[i], newname) == 0) {
 			free(small[i]);
-			small[i--] = small[--nsmall];
+			small[i] = small[--nsmall];
+			break; /* (each name is there once) */
 		}
 	/* every object is in the new pack: the old ones go, the .idx first
 	 * (a kill between leaves a .pack sweep_orphans removes) */
@@ -975,6 +989,7 @@ out:
 	for (size_t i = 0; i < nsmall; i++)
 		free(small[i]);
 	free(small);
+	free(size);
 	for (size_t i = 0; i < ngone; i++)
 		free(gone[i]);
 	free(gone);

@@ -32,8 +32,9 @@ int tend_pack_add(struct tend_pack *p, git_object_t type, const git_oid *id,
 int tend_pack_commit(struct tend_pack *p, char *name);
 void tend_pack_abort(struct tend_pack *p);
 /*
- * The packs tend wrote are listed in a file ("REPO<TAB>pack-HEX" lines,
- * REPO git_repository_path()) once set: tend_pack_merge merges those of
+ * The packs tend wrote are listed in a file ("REPO<TAB>pack-HEX<TAB>PID"
+ * lines, REPO git_repository_path(), PID the writer's, each written
+ * before its pack is renamed into place) once set: tend_pack_merge merges those of
  * a repository that are still small into one when there are
  * TEND_PACK_MERGE_AT of them (a pass's few new objects go into a pack of
  * their own: see git.c), and deletes them; nobody else's pack is read
@@ -42,7 +43,7 @@ void tend_pack_abort(struct tend_pack *p);
 #define TEND_PACK_MERGE_AT 16
 #define TEND_PACK_SMALL ((uint64_t)4 << 20)
 void tend_pack_set_list(const char *path);
-int tend_pack_merge(git_repository *repo, bool force);
+int tend_pack_merge(git_repository *repo);
 /* Remove the temporary files of packs whose writer was killed; returns
  * how many. */
 int tend_pack_sweep(git_repository *repo);
