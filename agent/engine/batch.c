@@ -395,6 +395,8 @@ plan_event(struct tend_engine *eng, struct tend_comp *c, struct plan *p,
 		.forgotten = p->forgotten,
 		.adopted = p->adopted,
 		.replaces = p->replaces,
+		.note = kind == TEND_EV_ACTION_APPLIED ? p->error : NULL,
+		.warn = kind == TEND_EV_ACTION_APPLIED && p->error && p->warn,
 	};
 
 	tend_key_format(&key, &p->key);
@@ -464,6 +466,7 @@ run_sinks(struct tend_engine *eng, struct batch *b)
 			    res[j].left;
 			p->adopted = !p->is_delete && p->status == 0 &&
 			    res[j].adopted && !p->tried;
+			p->warn = p->status == 0 && res[j].warn;
 			p->applied = true;
 			if (p->status && !p->error)
 				p->error = tend_xstrdup("sink failed");
@@ -1066,6 +1069,11 @@ process_batch(struct tend_engine *eng, struct pass *pass, struct batch *b)
 				pass->stats.applied++;
 			else
 				pass->stats.failed++;
+			/* applied, and something beside it failed */
+			if (p->status == 0 && p->warn && p->error) {
+				pass->stats.errors++;
+				pass->status = TEND_ERROR;
+			}
 			enum tend_event_kind k = p->status == 0
 				? TEND_EV_ACTION_APPLIED
 				: TEND_EV_ACTION_FAILED;

@@ -297,8 +297,10 @@ none_held(struct tend_engine *eng, struct tend_handler *h,
 		tend_buf_reset(r);
 		int rc = h->ops->check(h, &eng->ctx, key, &recs[i], r);
 
-		/* an error says nothing of what is there */
-		none = rc == TEND_ECONFLICT && r->ptr;
+		/* an error says nothing of what is there; what is left
+		 * behind is the state's own (the sink catches it up) */
+		none = rc == TEND_ECONFLICT && r->ptr &&
+		    !starts(r->ptr, TEND_CHECK_BEHIND);
 		if (rc == 0 && held)
 			*held = i;
 		tend_error_clear();
@@ -486,12 +488,15 @@ char *
 tend_event_failure(const struct tend_event *ev)
 {
 	struct tend_buf b = TEND_BUF_INIT;
+	/* an applied action's warning: what failed beside it */
+	bool beside = ev->kind == TEND_EV_ACTION_APPLIED;
+	const char *msg = beside ? ev->note : ev->error;
 
-	if (ev->kind == TEND_EV_ACTION_FAILED && ev->provider) {
+	if ((ev->kind == TEND_EV_ACTION_FAILED || beside) && ev->provider) {
 		tend_display_path(&b, ev->provider, ev->key);
 		tend_buf_puts(&b, ": ");
 	}
-	tend_buf_puts(&b, ev->error && *ev->error ? ev->error : "failed");
+	tend_buf_puts(&b, msg && *msg ? msg : "failed");
 	return tend_buf_detach(&b, NULL);
 }
 

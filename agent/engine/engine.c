@@ -105,6 +105,45 @@ tend_apply_fail(struct tend_apply_result *r, int status, const char *fmt, ...)
 	r->status = status ? status : TEND_ERROR;
 }
 
+static void
+apply_say(struct tend_apply_result *r, bool warn, const char *fmt,
+    va_list ap)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+
+	tend_buf_vprintf(&b, fmt, ap);
+	if (r->error && !r->status) { /* a second one joins the first */
+		struct tend_buf both = TEND_BUF_INIT;
+
+		tend_buf_printf(&both, "%s; %s", r->error, b.ptr);
+		tend_buf_release(&b);
+		b = both;
+	}
+	free(r->error);
+	r->error = tend_buf_detach(&b, NULL);
+	r->warn |= warn;
+}
+
+void
+tend_apply_warn(struct tend_apply_result *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	apply_say(r, true, fmt, ap);
+	va_end(ap);
+}
+
+void
+tend_apply_note(struct tend_apply_result *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	apply_say(r, false, fmt, ap);
+	va_end(ap);
+}
+
 void
 emit(struct tend_engine *eng, struct tend_event *ev)
 {

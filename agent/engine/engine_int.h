@@ -193,6 +193,8 @@ struct plan {
 	/* preview: a write into a container this pass rebuilds, over
 	 * something tend did not write (tend_event) */
 	bool replaces;
+	/* applied with `error` as a note, or (warn) a failure beside it */
+	bool warn;
 };
 
 struct tend_comp {

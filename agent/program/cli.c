@@ -386,6 +386,21 @@ on_event(const struct tend_event *ev, void *arg)
 		}
 		break;
 	case TEND_EV_ACTION_APPLIED:
+		/* what the sink said beside it: a failure (counted, exit
+		 * 1) or a note (a git tag it moved to its ref's tip) */
+		if (ev->note && (ev->warn || !c->quiet)) {
+			tend_display_path(&path, ev->provider, ev->key);
+			if (ev->warn) {
+				c->errors++;
+				if (!c->first_err)
+					c->first_err = tend_event_failure(ev);
+			}
+			if (c->tty)
+				fputs("\r\033[K", stderr);
+			fprintf(stderr, "tend: %s: %s: %s%s\n", ev->app,
+			    path.ptr, ev->warn ? "" : "note: ", ev->note);
+			tend_buf_reset(&path);
+		}
 		if (tend_event_is_refresh(ev))
 			break;
 		if (ev->invalidation)

@@ -62,6 +62,7 @@ struct ls_ctx {
 	const char *prefix; /* ls APP PATH-PREFIX: the rows kept */
 	unsigned in_the_way; /* check: drift a sync will not repair */
 	unsigned retried;    /* check: an interrupted apply a sync retries */
+	unsigned behind;     /* check: left behind, a sync catches it up */
 };
 
 static void
@@ -83,6 +84,9 @@ on_state(const struct tend_state_info *si, void *arg)
 	if (si->drift && strncmp(si->drift, TEND_CHECK_IN_THE_WAY,
 	    strlen(TEND_CHECK_IN_THE_WAY)) == 0)
 		l->in_the_way++;
+	else if (si->drift && strncmp(si->drift, TEND_CHECK_BEHIND,
+		 strlen(TEND_CHECK_BEHIND)) == 0)
+		l->behind++; /* the next sync catches it up */
 	else if (si->drift && si->pending)
 		l->retried++; /* check's reason: the next sync retries it */
 	if (l->n == l->cap) {
@@ -209,9 +213,9 @@ check_counts(struct cli *c, struct tend_ws *ws, const char *name,
  * rewrites.
  */
 static void
-say_drift(unsigned drift, unsigned retried, unsigned way)
+say_drift(unsigned drift, unsigned retried, unsigned behind, unsigned way)
 {
-	unsigned full = drift - retried - way;
+	unsigned full = drift - retried - behind - way;
 	const char *sep = "";
 
 	printf("%u target state(s) drifted: ", drift);
@@ -229,6 +233,11 @@ say_drift(unsigned drift, unsigned retried, unsigned way)
 		       "them\n");
 		return;
 	}
+	if (behind == drift) {
+		printf("left behind (above): the next tend sync catches them "
+		       "up\n");
+		return;
+	}
 	if (full) {
 		printf("tend sync --full repairs %u", full);
 		sep = "; ";
@@ -236,6 +245,11 @@ say_drift(unsigned drift, unsigned retried, unsigned way)
 	if (retried) {
 		printf("%sthe next tend sync retries %u (interrupted)", sep,
 		    retried);
+		sep = "; ";
+	}
+	if (behind) {
+		printf("%sthe next tend sync catches up %u (left behind)",
+		    sep, behind);
 		sep = "; ";
 	}
 	if (way)
@@ -369,7 +383,7 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		put_doc(&out);
 	} else if (check && !c->quiet) {
 		if (drift)
-			say_drift(drift, l.retried, l.in_the_way);
+			say_drift(drift, l.retried, l.behind, l.in_the_way);
 		else if (!bad_counts)
 			printf("no drift\n");
 		if (bad_counts)

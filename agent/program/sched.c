@@ -254,13 +254,15 @@ static void
 pass_failure(struct pass_ctx *pc, const struct tend_event *ev)
 {
 	struct tend_buf path = TEND_BUF_INIT;
-	const char *err = ev->error && *ev->error ? ev->error : "failed";
+	const char *msg = ev->kind == TEND_EV_ACTION_APPLIED ? ev->note
+							    : ev->error;
+	const char *err = msg && *msg ? msg : "failed";
 
 	if (pc->preview || (pc->last_err && strcmp(pc->last_err, err) == 0))
 		return;
 	free(pc->last_err);
 	pc->last_err = tend_xstrdup(err);
-	if (ev->kind == TEND_EV_ACTION_FAILED) {
+	if (ev->kind != TEND_EV_COMPONENT_ERROR) {
 		tend_display_path(&path, ev->provider, ev->key);
 		logf_(pc->a, 0, "%s: %s: %s", ev->app, path.ptr, err);
 	} else
@@ -297,6 +299,20 @@ on_engine_event(const struct tend_event *ev, void *arg)
 		name = "action_pending";
 		break;
 	case TEND_EV_ACTION_APPLIED:
+		if (ev->note && !pc->preview) {
+			struct tend_buf p = TEND_BUF_INIT;
+
+			if (ev->warn) {
+				/* applied; something beside it failed */
+				pc->errors++;
+				pass_failure(pc, ev);
+			} else {
+				tend_display_path(&p, ev->provider, ev->key);
+				logf_(pc->a, 0, "%s: %s: note: %s", ev->app,
+				    p.ptr, ev->note);
+			}
+			tend_buf_release(&p);
+		}
 		if (tend_event_is_refresh(ev) || pc->preview)
 			return;
 		if (tend_event_counts(ev)) {
@@ -334,6 +350,10 @@ on_engine_event(const struct tend_event *ev, void *arg)
 	    ev->kind == TEND_EV_COMPONENT_ERROR) {
 		tend_buf_puts(&line, ", \"error\": ");
 		tend_buf_json(&line, ev->error ? ev->error : "");
+	} else if (ev->note) {
+		tend_buf_printf(&line, ", \"%s\": ", ev->warn ? "error"
+							      : "note");
+		tend_buf_json(&line, ev->note);
 	}
 	tend_buf_puts(&line, "}\n");
 	/* per-action lines are what a lagging client loses first */

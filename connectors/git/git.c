@@ -282,6 +282,7 @@ struct git_action {
 	/* A_PUT: no write of it was ever confirmed: an entry at its path
 	 * is tend's only if it holds this record or one of `prev` */
 	bool fresh;
+	bool there; /* A_TAG fresh: on the tip already when the group began */
 	const uint8_t *prev; /* nprev records of REC_LEN */
 	size_t nprev;
 	struct spec spec;
@@ -682,6 +683,8 @@ entries_reconcile(struct tend_handler *base,
 	}
 	if (tend_reconcile_settled(in, rec, REC_LEN))
 		return 0;
+	if (a->kind == A_TAG)
+		a->fresh = in->prev_never_applied;
 	if (a->kind == A_PUT && in->prev_never_applied) {
 		a->fresh = true;
 		a->prev = tend_reconcile_prev_copy(in, REC_LEN, &a->nprev);
@@ -1253,6 +1256,22 @@ tag_is_ours(git_repository *repo, const char *tag, const git_oid *cur)
 	return ours;
 }
 
+/* Has tend set the tag (a line in its record)? */
+static bool
+tag_listed(git_repository *repo, const char *tag)
+{
+	struct tend_buf text = TEND_BUF_INIT;
+	size_t len;
+	bool yes;
+
+	if (!tags_file)
+		return true;
+	tags_read(&text);
+	yes = tags_find(text.ptr, git_repository_path(repo), tag, &len);
+	tend_buf_release(&text);
+	return yes;
+}
+
 /* A git-tags line (its own NUL-terminated copy, cut up here) as its
  * fields: repository, tag, from, to, ref. False if it has fewer. */
 static bool
@@ -1388,6 +1407,30 @@ tags_follow(git_repository *repo, const char *ref, const git_oid *from,
 	}
 	tend_buf_release(&text);
 	tend_buf_release(&full);
+}
+
+/* A tag that could not be set: libgit2's reason, or for a lock left
+ * by someone (libgit2 says only that the ref "exists"), what to do */
+static int
+tag_fail(git_repository *repo, const char *name)
+{
+	const git_error *e = git_error_last();
+	struct tend_buf lock = TEND_BUF_INIT;
+	struct stat st;
+	int rc;
+
+	tend_buf_printf(&lock, "%srefs/tags/%s.lock",
+	    git_repository_commondir(repo), name);
+	if (lstat(lock.ptr, &st) == 0)
+		rc = tend_error_set(TEND_ERROR, "git: tag %s not moved: %s "
+		    "exists: a git command holds it, or one was killed; delete "
+		    "it if none runs", name, lock.ptr);
+	else
+		rc = tend_error_set(TEND_ERROR, "git: tag %s not moved: %s",
+		    name, e && e->message && *e->message ? e->message
+							 : "failed");
+	tend_buf_release(&lock);
+	return rc;
 }
 
 /*
@@ -1577,7 +1620,7 @@ cmp_update(const void *x, const void *y)
 static int
 commit_updates(git_repository *repo, const char *ref, struct update *ups,
     size_t n, const char *wipe_prefix, bool wipe, const struct spec *spec,
-    size_t nactions, struct packer *pk, uint64_t pass)
+    size_t nactions, struct packer *pk, uint64_t pass, struct tend_buf *tagerr)
 {
 	struct amend am;
 	int rc = 0;
@@ -1723,7 +1766,8 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 			    git_repository_commondir(repo), ref);
 		else if (rc)
 			rc = git_fail("update", ref);
-		/* tags kept on the synced commit follow it */
+		/* tags kept on the synced commit follow it; one that
+		 * cannot is said in *tagerr: the commit is in */
 		for (size_t off = 0; rc == 0 && off < spec->tagslen;) {
 			const char *tag = spec->tags + off;
 			git_object *obj = NULL;
@@ -1731,23 +1775,29 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 
 			git_oid cur;
 			bool exists;
+			int tr;
 
+			off += strlen(tag) + 1;
 			/* a tag that is not tend's stays: its own action
 			 * says so */
 			if (!tag_may_move(repo, ref, tag, &commit_id, &cur,
-				&exists)) {
-				off += strlen(tag) + 1;
+				&exists))
 				continue;
-			}
 			tag_note(repo, tag, &commit_id);
-			if ((rc = injected("git-tag-update", "tag", tag)))
-				break;
-			if (git_object_lookup(&obj, repo, &commit_id,
-				GIT_OBJECT_COMMIT) == 0 &&
-			    git_tag_create_lightweight(&out, repo, tag, obj, 1))
-				rc = git_fail("tag", tag);
+			if ((tr = injected("git-tag-update", "tag", tag)) == 0 &&
+			    ((tr = git_object_lookup(&obj, repo, &commit_id,
+				  GIT_OBJECT_COMMIT)) ||
+				(tr = git_tag_create_lightweight(&out, repo,
+				     tag, obj, 1))))
+				tr = tag_fail(repo, tag);
 			git_object_free(obj);
-			off += strlen(tag) + 1;
+			if (tr && !tagerr) {
+				rc = tr;
+				break;
+			}
+			if (tr)
+				tend_buf_printf(tagerr, "%s%s", tagerr->len ?
+				    "; " : "", tend_error_last());
 		}
 		/* and so do tend's other tags that follow this ref and sat on
 		 * its tip (a drop's commit, in a group of its own, or the
@@ -1808,35 +1858,56 @@ set_tag(git_repository *repo, const char *ref, const char *name)
 	tag_note(repo, name, &tip);
 	if ((rc = git_object_lookup(&obj, repo, &tip, GIT_OBJECT_COMMIT)) ||
 	    (rc = git_tag_create_lightweight(&out, repo, name, obj, 1)))
-		rc = git_fail("tag", name);
+		rc = tag_fail(repo, name);
 	git_object_free(obj);
 	return rc;
 }
 
-/* A kill between a commit and its tags leaves them behind: each pass
- * that opens the container moves tend's tags to the ref's tip. */
+/* A kill between a commit and its tags, or a tag's failed move, leaves
+ * them behind: each pass that opens the container moves tend's tags to
+ * the ref's tip, and says so on the container's result `r`. */
 static void
-tags_catch_up(git_repository *repo, const struct git_action *a)
+tags_catch_up(git_repository *repo, const struct git_action *a,
+    struct tend_apply_result *r)
 {
 	git_oid tip;
+	char hex[GIT_OID_HEXSZ + 1], was[GIT_OID_HEXSZ + 1];
 
 	if (git_reference_name_to_id(&tip, repo, a->ref) != 0) {
 		git_error_clear();
 		return;
 	}
+	git_oid_tostr(hex, sizeof hex, &tip);
 	for (size_t off = 0; off < a->spec.tagslen;) {
 		const char *tag = a->spec.tags + off;
 		struct tend_buf full = TEND_BUF_INIT;
 		git_oid cur;
+		bool missing;
 
 		off += strlen(tag) + 1;
 		tend_buf_printf(&full, "refs/tags/%s", tag);
-		if (git_reference_name_to_id(&cur, repo, full.ptr) != 0 ||
-		    (!git_oid_equal(&cur, &tip) &&
-			tag_is_ours(repo, tag, &cur)))
-			set_tag(repo, a->ref, tag); /* missing, or behind */
-		git_error_clear();
+		missing = git_reference_name_to_id(&cur, repo, full.ptr) != 0;
 		tend_buf_release(&full);
+		git_error_clear();
+		/* (one never set: its own action sets it) */
+		if (missing ? !tag_listed(repo, tag) :
+			      git_oid_equal(&cur, &tip) ||
+			    !tag_is_ours(repo, tag, &cur))
+			continue;
+		if (!missing)
+			git_oid_tostr(was, sizeof was, &cur);
+		if (set_tag(repo, a->ref, tag))
+			tend_apply_warn(r, "%s (it stays %s%.12s, behind %s)",
+			    tend_error_last(), missing ? "missing" : "at ",
+			    missing ? "" : was, a->ref);
+		else if (missing)
+			tend_apply_note(r, "tag %s was missing: set again on "
+			    "%s's tip %.12s", tag, a->ref, hex);
+		else
+			tend_apply_note(r, "tag %s moved from %.12s to %s's tip "
+			    "%.12s (an earlier pass was cut short, or the "
+			    "move failed)", tag, was, a->ref, hex);
+		git_error_clear();
 	}
 }
 
@@ -1847,9 +1918,14 @@ tags_check(struct tend_handler *base, struct tend_context *ctx,
     struct tend_buf *why)
 {
 	struct git_handler *h = (struct git_handler *)(void *)base;
+	const char *state = tend_context_get(ctx, "state");
 	git_repository *repo = NULL;
-	struct tend_buf full = TEND_BUF_INIT;
+	struct tend_buf full = TEND_BUF_INIT, tf = TEND_BUF_INIT;
+	char a[GIT_OID_HEXSZ + 1], b[GIT_OID_HEXSZ + 1] = "";
 	git_oid tip, cur;
+	git_object *o = NULL;
+	bool have_tip, commit;
+	char *name;
 	int rc;
 
 	(void)record;
@@ -1857,27 +1933,58 @@ tags_check(struct tend_handler *base, struct tend_context *ctx,
 		return 0;
 	if ((rc = open_repo(ctx, h->repo, &repo)))
 		return rc;
-	tend_buf_printf(&full, "refs/tags/%.*s", (int)key->u.s.len,
-	    key->u.s.ptr);
-	rc = 0;
-	if (git_reference_name_to_id(&tip, repo, h->ref) != 0) {
-		/* no commit yet: nothing to point at */
-	} else if (git_reference_name_to_id(&cur, repo, full.ptr) != 0) {
-		tend_buf_printf(why, "tag %.*s is missing", (int)key->u.s.len,
-		    key->u.s.ptr);
-		rc = TEND_ECONFLICT;
-	} else if (!git_oid_equal(&cur, &tip)) {
-		char a[GIT_OID_HEXSZ + 1], b[GIT_OID_HEXSZ + 1];
-
-		git_oid_tostr(a, sizeof a, &cur);
-		git_oid_tostr(b, sizeof b, &tip);
-		tend_buf_printf(why, "tag points at %.12s, %s at %.12s", a,
-		    h->ref, b);
-		rc = TEND_ECONFLICT;
+	name = tend_xmemdup(key->u.s.ptr, key->u.s.len + 1);
+	name[key->u.s.len] = '\0';
+	tend_buf_printf(&full, "refs/tags/%s", name);
+	/* what the sink reads: whose the tag is (tag_may_move) */
+	if (state) {
+		tend_buf_printf(&tf, "%s/git-tags", state);
+		tags_file = tf.ptr;
 	}
+	have_tip = git_reference_name_to_id(&tip, repo, h->ref) == 0;
+	if (have_tip)
+		git_oid_tostr(b, sizeof b, &tip);
+	if (git_reference_name_to_id(&cur, repo, full.ptr) != 0) {
+		tend_buf_printf(why, TEND_CHECK_ABSENT ": tag %s%s%s", name,
+		    have_tip ? "" : ": ", have_tip ? "" : h->ref);
+		if (!have_tip)
+			tend_buf_puts(why, " has no commit yet (its first "
+					   "commit sets the tag)");
+		rc = TEND_ECONFLICT;
+		goto out;
+	}
+	git_oid_tostr(a, sizeof a, &cur);
+	commit = git_object_lookup(&o, repo, &cur, GIT_OBJECT_ANY) == 0 &&
+	    git_object_type(o) == GIT_OBJECT_COMMIT;
+	if (commit && have_tip && git_oid_equal(&cur, &tip))
+		goto out; /* where it belongs */
+	rc = TEND_ECONFLICT;
+	if (commit && tag_is_ours(repo, name, &cur)) {
+		if (have_tip) /* (tags_catch_up) */
+			tend_buf_printf(why, TEND_CHECK_BEHIND ": tag %s points "
+			    "at %.12s, %s at %.12s: tend sync moves it", name,
+			    a, h->ref, b);
+		else /* its ref is gone: the next commit moves it */
+			rc = 0;
+	} else {
+		/* tag_may_move refuses it: sync --full too */
+		tend_buf_printf(why, TEND_CHECK_IN_THE_WAY ": tag %s points at "
+		    "%.12s", name, a);
+		if (have_tip)
+			tend_buf_printf(why, ", %s at %.12s", h->ref, b);
+		tend_buf_printf(why, ", and is not tend's (%s): tend leaves "
+		    "it; delete it (git tag -d %s), then tend sync", commit
+		    ? "made or moved by someone else" : "an annotated tag",
+		    name);
+	}
+out:
+	tags_file = NULL;
+	git_object_free(o);
 	git_error_clear();
 	tend_buf_release(&full);
+	tend_buf_release(&tf);
 	git_repository_free(repo);
+	free(name);
 	return rc;
 }
 
@@ -1894,6 +2001,15 @@ tag_set_here(struct git_action *const *acts, size_t n, const char *name)
 }
 
 /* ---- the sink ---- */
+
+static bool
+has_kind(struct git_action *const *acts, size_t n, enum akind kind)
+{
+	for (size_t i = 0; i < n; i++)
+		if (acts[i]->kind == kind)
+			return true;
+	return false;
+}
 
 static int
 cmp_group(const void *x, const void *y)
@@ -2243,7 +2359,8 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	size_t nu = 0, nentries = 0;
 	struct packer pk;
 	bool use_pack = false;
-	struct tend_buf path = TEND_BUF_INIT, tf = TEND_BUF_INIT;
+	struct tend_buf path = TEND_BUF_INIT, tf = TEND_BUF_INIT,
+			tagerr = TEND_BUF_INIT;
 	int rc;
 
 	if (!ups)
@@ -2304,7 +2421,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			if (a->wipe) {
 				int r = commit_updates(repo, a->ref, NULL, 0,
 				    a->prefix, true, &a->spec, 0, NULL,
-				    tend_context_pass(ctx));
+				    tend_context_pass(ctx), NULL);
 				if (r)
 					tend_apply_fail(&results[idx[i]], r, "%s",
 					    tend_error_last());
@@ -2312,7 +2429,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			if (a->kind == A_OPEN && results[idx[i]].status == 0) {
 				results[idx[i]].child = &handler_new(H_ENTRIES,
 				    a->repo, a->ref, a->prefix, &a->spec)->base;
-				tags_catch_up(repo, a);
+				tags_catch_up(repo, a, &results[idx[i]]);
 			}
 		}
 	}
@@ -2334,6 +2451,21 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			free(where);
 		}
 		break;
+	}
+	/* a first set of a tag that finds it on the tip (before this
+	 * group's commit moves both) adopts it */
+	for (size_t i = 0; i < n; i++) {
+		struct git_action *a = acts[i];
+		git_oid cur, head;
+
+		if (a->kind != A_TAG || !a->fresh)
+			continue;
+		tend_buf_printf(&path, "refs/tags/%s", a->path);
+		a->there = git_reference_name_to_id(&cur, repo, path.ptr) ==
+		    0 && git_reference_name_to_id(&head, repo, a->ref) == 0 &&
+		    git_oid_equal(&cur, &head);
+		tend_buf_reset(&path);
+		git_error_clear();
 	}
 	/* entries: one commit for all of them; many new blobs: one pack */
 	const struct spec *spec = NULL;
@@ -2592,7 +2724,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		keep.tagslen = tags.len;
 		rc = commit_updates(repo, acts[0]->ref, ups, nu, "", false,
 		    &keep, nentries, use_pack ? &pk : NULL,
-		    tend_context_pass(ctx));
+		    tend_context_pass(ctx), &tagerr);
 		tend_buf_release(&tags);
 	}
 	if (use_pack)
@@ -2614,15 +2746,30 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 				tend_apply_fail(&results[idx[i]], rc, "%s",
 				    tend_error_last());
 		rc = 0;
-	}
+	} else if (tagerr.len && !has_kind(acts, n, A_TAG))
+		/* the entries are committed; a tag did not follow: said
+		 * once, beside the first of them (a tag set in this group
+		 * says it itself, below) */
+		for (size_t i = 0; i < n; i++)
+			if ((acts[i]->kind == A_PUT || acts[i]->kind == A_DEL) &&
+			    !results[idx[i]].status) {
+				tend_apply_warn(&results[idx[i]], "%s (%s is "
+				    "committed; tend sync moves the tag once "
+				    "that is mended)", tagerr.ptr, acts[i]->ref);
+				break;
+			}
+	tend_buf_release(&tagerr);
 	/* tags follow the tip */
 	for (size_t i = 0; i < n; i++) {
 		struct git_action *a = acts[i];
 		struct tend_buf full = TEND_BUF_INIT;
 		int r = 0;
 
-		if (a->kind == A_TAG)
+		if (a->kind == A_TAG) {
+			/* a first set that finds it on the tip: adopted */
 			r = set_tag(repo, a->ref, a->path);
+			results[idx[i]].adopted = r == 0 && a->there;
+		}
 		else if (a->kind == A_UNTAG && !tag_set_here(acts, n, a->path)) {
 			git_reference *t = NULL;
 
@@ -2867,6 +3014,7 @@ static const struct tend_handler_ops tags_ops = {
 	.reconcile = entries_reconcile,
 	.check = tags_check,
 	.destroy = handler_destroy,
+	.flags = TEND_HANDLER_KEEPS_FOREIGN,
 };
 
 int
@@ -2989,7 +3137,7 @@ tend_git_sweep(const struct tend_git_sweep *s, size_t *count)
 	sp.tagslen = tags.len;
 	writes_begin(s->state, &tf);
 	rc = commit_updates(repo, s->ref, ups, w.n, "", false, &sp, w.n, NULL,
-	    0);
+	    0, NULL);
 	writes_end(&tf);
 out:
 	free(ups);

@@ -207,6 +207,11 @@ cat > tend.conf <<'CONF'
 	tag = v2.0
 	tag = latest
 CONF
+run plan; expect_rc 1 "plan: the foreign tags would fail"
+expect_not_in "$OUT" "@tag/v1.0" "plan does not promise to set a foreign tag"
+expect_in "$OUT" "2 failed, nothing planned for them" "plan counts them"
+expect_in "$ERR" "in the way: tag v1.0 points at" "plan names the lightweight one"
+expect_in "$ERR" "not tend's (an annotated tag)" "plan names the annotated one"
 run sync; expect_rc 1 "foreign tags are refused"
 expect_in "$ERR" "tag v1.0 exists and is not tend's" "v1.0 named"
 expect_in "$ERR" "tag v2.0 exists and is not tend's" "v2.0 named"
@@ -221,12 +226,44 @@ echo c > src/c
 TEND_FAILPOINTS='git-tag-update=kill' "$TEND" sync >/dev/null 2>&1
 [ "$(git -C repo3 rev-parse latest)" != "$(git -C repo3 rev-parse pages)" ] || fail "the kill did not leave the tag behind (the test is wrong)"
 run check; expect_rc 1 "check sees the tag behind"
-expect_in "$OUT" "@tag/latest: tag points at" "named"
+expect_in "$OUT" "@tag/latest: left behind: tag latest points at" "named"
+expect_in "$OUT" "the next tend sync catches them up" "check says which command mends it (it said sync --full)"
 run sync; expect_rc 0 "the next sync"
+expect_in "$ERR" "note: tag latest moved from" "sync says it moved the tag (it was silent)"
 [ "$(git -C repo3 rev-parse latest)" = "$(git -C repo3 rev-parse pages)" ] || fail "the tag stayed behind"
 run check; expect_rc 0 "no drift"
+# a tag's lock held by someone: the commit is in, the tag is said to fail
+# (it failed every entry of the commit, with no reason), and catches up
+touch "$WS/repo3/.git/refs/tags/latest.lock"
+echo d > src/d
+run sync; expect_rc 1 "a tag that cannot follow fails the pass"
+expect_in "$OUT" "1 created, 0 updated, 0 deleted, 1 error" "the entry is created, the tag's failure counted"
+expect_in "$ERR" "tag latest not moved: $WS/repo3/.git/refs/tags/latest.lock exists" "the lock named"
+expect_in "$ERR" "refs/heads/pages is committed" "says the commit is in"
+[ "$(git -C repo3 show pages:d)" = d ] || fail "the entry did not reach the ref"
+run check; expect_rc 1 "the tag is behind"
+expect_in "$OUT" "left behind: tag latest" "check: left behind"
+run sync; expect_rc 1 "still locked"
+expect_in "$ERR" "behind refs/heads/pages" "each sync says the tag stays behind"
+rm "$WS/repo3/.git/refs/tags/latest.lock"
+run sync; expect_rc 0 "lock gone"
+expect_in "$ERR" "note: tag latest moved from" "caught up"
+[ "$(git -C repo3 rev-parse latest)" = "$(git -C repo3 rev-parse pages)" ] || fail "the tag stayed behind the lock"
+run check; expect_rc 0 "no drift after the lock"
+# a tag at the tip already is adopted, as plan says
+git -C repo3 tag here pages
+printf '\ttag = here\n' >> tend.conf
+run plan; expect_in "$OUT" "@tag/here  (adopted" "plan: adopt"
+run sync; expect_rc 0 "adopt a tag"
+expect_in "$OUT" "1 adopted" "sync: adopted"
+sed -i '/tag = here/d' tend.conf
+run sync; expect_rc 0 "the adopted tag goes with its setting"
+git -C repo3 rev-parse -q --verify refs/tags/here >/dev/null && fail "an adopted tag was not deleted with its setting"
 # tend's own tag, moved by hand, is not deleted with the setting
 git -C repo3 tag -f latest "$v1" >/dev/null
+run check; expect_rc 1 "a tag moved by hand is drift"
+expect_in "$OUT" "in the way: tag latest points at" "not tend's any more"
+expect_in "$OUT" "something not tend's is in their way" "check does not promise sync --full repairs it"
 sed -i '/tag = latest/d' tend.conf
 run sync; expect_rc 0 "tag setting removed"
 [ "$(git -C repo3 rev-parse latest)" = "$v1" ] || fail "a tag moved by hand was deleted"

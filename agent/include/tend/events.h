@@ -81,6 +81,11 @@ struct tend_event {
 	 * something tend did not write is: it goes, as the rest of what the
 	 * container held */
 	bool replaces;
+	/* APPLIED: what the sink said beside the action (NULL: nothing),
+	 * and whether it is a failure of something beside it (`warn`: the
+	 * pass counts an error) or a note */
+	const char *note;
+	bool warn;
 };
 
 typedef void tend_event_fn(const struct tend_event *ev, void *arg);

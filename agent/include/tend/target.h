@@ -109,6 +109,10 @@ struct tend_attachment {
  * a sync will not replace it (a directory where a file was written):
  * check does not promise that sync --full repairs it */
 #define TEND_CHECK_IN_THE_WAY "in the way"
+/* ... and when the target is behind what tend applied, and the next plain
+ * sync catches it up (a git tag left behind its ref's tip): check says
+ * so rather than "tend sync --full repairs it" */
+#define TEND_CHECK_BEHIND "left behind"
 
 struct tend_handler_ops {
 	unsigned abi; /* TEND_TARGET_ABI */
@@ -208,7 +212,7 @@ struct tend_apply_result {
 	/* 0, or a negative tend_status; set `error` too. The engine zeroes
 	 * the results before the call. */
 	int status;
-	/* The two flags sit in the padding after `status`, so that the
+	/* The three flags sit in the padding after `status`, so that the
 	 * array's stride is the one of a sink built before them: such a
 	 * sink never sets them, and they stay false. */
 	/* A delete that left the key as it was: nothing of the state's was
@@ -221,7 +225,14 @@ struct tend_apply_result {
 	 * adopted (tend's from now on, deleted with its declaration);
 	 * reports do not call it a create. */
 	bool adopted;
-	/* A message for a failed action (heap string, engine frees). */
+	/* With status 0 and `error` set: the action applied, and something
+	 * the sink does beside it failed (a git tag that did not follow
+	 * its ref): the state settles as applied, the pass reports the
+	 * message as a failure (exit 1). Without it, a message on a success
+	 * is a note the reports show (a tag moved to its ref's tip). */
+	bool warn;
+	/* A message for a failed action, or a success's note or warning
+	 * (heap string, engine frees). */
 	char *error;
 	/* For a container action that created or kept the container: the
 	 * child handler (the engine owns it afterwards). NULL otherwise. */
@@ -290,6 +301,13 @@ const uint8_t *tend_reconcile_prev_copy(const struct tend_reconcile_in *in,
 /* Convenience for sinks: set a formatted error on a result. */
 void tend_apply_fail(struct tend_apply_result *r, int status,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ... and on an applied action: a failure beside it (warn, counted as an
+ * error of the pass) or a note. The status stays 0. */
+void tend_apply_warn(struct tend_apply_result *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void tend_apply_note(struct tend_apply_result *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #ifdef __cplusplus
 }
