@@ -397,6 +397,7 @@ plan_event(struct tend_engine *eng, struct tend_comp *c, struct plan *p,
 		.replaces = p->replaces,
 		.note = kind == TEND_EV_ACTION_APPLIED ? p->error : NULL,
 		.warn = kind == TEND_EV_ACTION_APPLIED && p->error && p->warn,
+		.unchanged = kind == TEND_EV_ACTION_APPLIED && p->unchanged,
 	};
 
 	tend_key_format(&key, &p->key);
@@ -467,6 +468,8 @@ run_sinks(struct tend_engine *eng, struct batch *b)
 			p->adopted = !p->is_delete && p->status == 0 &&
 			    res[j].adopted && !p->tried;
 			p->warn = p->status == 0 && res[j].warn;
+			p->unchanged = !p->is_delete && p->status == 0 &&
+			    res[j].unchanged;
 			p->applied = true;
 			if (p->status && !p->error)
 				p->error = tend_xstrdup("sink failed");

@@ -70,6 +70,20 @@ tend_reconcile_settled(const struct tend_reconcile_in *in, const void *rec,
 	return true;
 }
 
+bool
+tend_reconcile_repairs(const struct tend_reconcile_in *in, const void *rec,
+    size_t len)
+{
+	if (!in->prev_may_be_missing || in->prev_never_applied ||
+	    in->nprev == 0)
+		return false;
+	for (size_t i = 0; i < in->nprev; i++)
+		if (in->prev[i].len != len ||
+		    (len && memcmp(in->prev[i].data, rec, len) != 0))
+			return false;
+	return true;
+}
+
 const uint8_t *
 tend_reconcile_prev_copy(const struct tend_reconcile_in *in, size_t len,
     size_t *n)

@@ -195,6 +195,7 @@ struct plan {
 	bool replaces;
 	/* applied with `error` as a note, or (warn) a failure beside it */
 	bool warn;
+	bool unchanged; /* a repair that found its record there (tend_event) */
 };
 
 struct tend_comp {

@@ -420,7 +420,9 @@ on_event(const struct tend_event *ev, void *arg)
 		}
 		if (!tend_event_counts(ev))
 			break; /* entries are counted, not their directory */
-		if (ev->adopted)
+		if (ev->unchanged)
+			c->verified++;
+		else if (ev->adopted)
 			c->adopted++;
 		else if (ev->op == TEND_OP_CREATE)
 			c->created++;

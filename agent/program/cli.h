@@ -41,6 +41,7 @@ struct cli {
 	uint64_t created, updated, deleted, failed, errors, invalidations;
 	uint64_t forgotten; /* deletes that removed nothing (not tend's) */
 	uint64_t adopted;   /* creates that found it there (tend's now) */
+	uint64_t verified;  /* repairs (--full) that found it as recorded */
 	uint64_t rebuilt; /* containers rebuilt (destructive): strays removed */
 	uint64_t shown; /* progress */
 	const char *cur_app;

@@ -371,7 +371,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		if (!selected(c, app->name))
 			continue;
 		c->created = c->updated = c->deleted = c->failed = 0;
-		c->forgotten = c->adopted = 0;
+		c->forgotten = c->adopted = c->verified = 0;
 		c->errors = c->invalidations = c->shown = c->rebuilt = 0;
 		c->cur_app = app->name;
 		rc = tend_app_sync(ws, app, &o, &res);
@@ -406,7 +406,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			    .status = rc ? 1 : 0, .created = c->created,
 			    .updated = c->updated, .deleted = c->deleted,
 			    .forgotten = c->forgotten, .adopted = c->adopted,
-			    .failed = c->failed, .errors = c->errors,
+			    .verified = c->verified, .failed = c->failed, .errors = c->errors,
 			    .held_deletes = res.held_deletes,
 			    .files = res.files, .read = res.hashed,
 			    .links_skipped = res.links_skipped,

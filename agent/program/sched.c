@@ -66,6 +66,9 @@ tend_pass_json(struct tend_buf *b, const struct tend_pass *p)
 	if (p->adopted)
 		tend_buf_printf(b, ", \"adopted\": %llu",
 		    (unsigned long long)p->adopted);
+	if (p->verified)
+		tend_buf_printf(b, ", \"verified\": %llu",
+		    (unsigned long long)p->verified);
 	if (p->error) {
 		tend_buf_puts(b, ", \"error\": ");
 		tend_buf_json(b, p->error);
@@ -87,6 +90,9 @@ tend_pass_text(struct tend_buf *b, const struct tend_pass *p)
 				   "already: tend's now)",
 		    (unsigned long long)p->adopted,
 		    p->adopted == 1 ? "it held" : "they held");
+	if (p->verified)
+		tend_buf_printf(b, ", %llu verified (as recorded: not "
+				   "written)", (unsigned long long)p->verified);
 	if (p->failed)
 		tend_buf_printf(b, ", %llu failed",
 		    (unsigned long long)p->failed);
@@ -120,7 +126,7 @@ tend_pass_from_json(struct tend_pass *p, const struct tend_json *j)
 	    .files = N("files"), .read = N("read"),
 	    .links_skipped = N("symlinks_skipped"),
 	    .forgotten = N("forgotten"), .adopted = N("adopted"),
-	    .error = tend_json_str(j, "error", NULL)};
+	    .verified = N("verified"), .error = tend_json_str(j, "error", NULL)};
 #undef N
 	/* a record of an older tend: seconds, no status */
 	if (!tend_json_get(j, "ms"))
@@ -193,7 +199,8 @@ settle(struct agent *a)
 
 struct pass_ctx {
 	struct agent *a;
-	uint64_t created, updated, deleted, forgotten, adopted, failed, errors;
+	uint64_t created, updated, deleted, forgotten, adopted, verified, failed,
+	    errors;
 	char *last_err; /* the log says why, once per reason in a row */
 	char *first_err; /* the pass's first failure, for status */
 	bool preview;		/* collecting a plan */
@@ -233,6 +240,8 @@ action_fields(struct tend_buf *b, const struct tend_event *ev)
 			tend_buf_puts(b, ", \"forgotten\": true");
 		if (ev->adopted)
 			tend_buf_puts(b, ", \"adopted\": true");
+		if (ev->unchanged)
+			tend_buf_puts(b, ", \"verified\": true");
 	}
 	if (ev->component) {
 		tend_buf_puts(b, ", \"component\": ");
@@ -316,7 +325,9 @@ on_engine_event(const struct tend_event *ev, void *arg)
 		if (tend_event_is_refresh(ev) || pc->preview)
 			return;
 		if (tend_event_counts(ev)) {
-			if (ev->adopted)
+			if (ev->unchanged)
+				pc->verified++;
+			else if (ev->adopted)
 				pc->adopted++;
 			else if (ev->op == TEND_OP_CREATE)
 				pc->created++;
@@ -547,7 +558,8 @@ run_passes(struct agent *a, bool all)
 		    .ms = a->last_pass_ms, .status = rc ? 1 : 0,
 		    .created = pc.created, .updated = pc.updated,
 		    .deleted = pc.deleted, .forgotten = pc.forgotten,
-		    .adopted = pc.adopted, .failed = pc.failed,
+		    .adopted = pc.adopted, .verified = pc.verified,
+		    .failed = pc.failed,
 		    .errors = pc.errors, .held_deletes = res.held_deletes,
 		    .files = res.files, .read = res.hashed,
 		    /* failed and errors count what the pass's own

@@ -59,6 +59,9 @@ struct tend_pass {
 	/* first writes that found the declared content there already: the
 	 * state is tend's from now on (not counted as created) */
 	uint64_t adopted;
+	/* repairs (sync --full) that found the target as recorded and
+	 * wrote nothing (not counted as updated) */
+	uint64_t verified;
 	uint64_t failed; /* actions that could not be applied */
 	uint64_t errors; /* declarations that failed (nothing of them applied) */
 	uint64_t held_deletes; /* source items whose deletes the brake holds */

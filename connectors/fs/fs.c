@@ -527,6 +527,7 @@ struct entry_action {
 	bool prune_parents; /* remove emptied parents (not for root files) */
 	/* no write of it was ever confirmed: what is at the name is not
 	 * tend's unless it holds the desired record or one of `prev` */
+	bool repair; /* sync --full of an applied record: look first */
 	bool fresh;
 	const uint8_t *prev; /* fresh: nprev records of REC_LEN */
 	size_t nprev;
@@ -617,6 +618,7 @@ entry_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 	if (tend_reconcile_settled(in, rec, REC_LEN))
 		return 0;
 	a->fresh = in->nprev == 0 || in->prev_never_applied;
+	a->repair = !a->fresh && tend_reconcile_repairs(in, rec, REC_LEN);
 	if (a->fresh && in->nprev)
 		a->prev = tend_reconcile_prev_copy(in, REC_LEN, &a->nprev);
 	out->action = a;
@@ -1333,6 +1335,8 @@ put_entry(int dirfd, int stagefd, const char *leaf,
  * found nothing of the entry's at its name and removed nothing;
  * ADOPTED: a first write found the declared entry there already. */
 #define LEFT_AS_IS 1
+/* UNCHANGED: a repair found the entry as recorded, and wrote nothing */
+#define UNCHANGED 3
 static int
 apply_entry(int root, int stagefd, const struct entry_action *a, bool sync,
     struct chain *c)
@@ -1385,9 +1389,20 @@ apply_entry(int root, int stagefd, const struct entry_action *a, bool sync,
 			    prune_made(c, c->n - 1, base))
 				chain_close(c); /* it holds removed ones */
 		}
-	} else if (rc == 0)
-		rc = put_entry(c->fd[c->n - 1], stagefd, leaf, a, sync,
-		    a->fresh);
+	} else if (rc == 0) {
+		struct tend_buf why = TEND_BUF_INIT;
+		uint8_t rec[REC_LEN];
+
+		/* sync --full: what did not drift stays as it is (its
+		 * inode, its times): a read instead of a write */
+		make_record(rec, &a->spec.fp, a->spec.mode);
+		bool same = a->repair && compare_leaf(c->fd[c->n - 1], leaf,
+		    rec, &why) == 0;
+		tend_buf_release(&why);
+		tend_error_clear();
+		rc = same ? UNCHANGED : put_entry(c->fd[c->n - 1], stagefd,
+		    leaf, a, sync, a->fresh);
+	}
 	return rc;
 }
 
@@ -1516,6 +1531,8 @@ apply_share(struct share *sh)
 			sh->results[i].left = true;
 		else if (rc == ADOPTED)
 			sh->results[i].adopted = true;
+		else if (rc == UNCHANGED)
+			sh->results[i].unchanged = true;
 		else if (rc)
 			/* the engine names the entry */
 			tend_apply_fail(&sh->results[i], rc, "%s",

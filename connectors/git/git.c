@@ -270,7 +270,8 @@ struct git_handler {
 	char *check_state;
 };
 
-enum akind { A_OPEN, A_DROP, A_PUT, A_DEL, A_TAG, A_UNTAG };
+/* A_SAME: an A_PUT the sink found in the ref as recorded (a repair) */
+enum akind { A_OPEN, A_DROP, A_PUT, A_DEL, A_TAG, A_UNTAG, A_SAME };
 
 struct git_action {
 	enum akind kind;
@@ -283,6 +284,7 @@ struct git_action {
 	 * is tend's only if it holds this record or one of `prev` */
 	bool fresh;
 	bool there; /* A_TAG fresh: on the tip already when the group began */
+	bool repair; /* A_PUT: sync --full of an applied record */
 	const uint8_t *prev; /* nprev records of REC_LEN */
 	size_t nprev;
 	struct spec spec;
@@ -685,6 +687,8 @@ entries_reconcile(struct tend_handler *base,
 		return 0;
 	if (a->kind == A_TAG)
 		a->fresh = in->prev_never_applied;
+	if (a->kind == A_PUT)
+		a->repair = tend_reconcile_repairs(in, rec, REC_LEN);
 	if (a->kind == A_PUT && in->prev_never_applied) {
 		a->fresh = true;
 		a->prev = tend_reconcile_prev_copy(in, REC_LEN, &a->nprev);
@@ -2467,6 +2471,33 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		tend_buf_reset(&path);
 		git_error_clear();
 	}
+	/* sync --full: an entry the ref holds as recorded (a blob whose id
+	 * is known for the recorded fingerprint: blobids.h) is neither read
+	 * nor written again */
+	git_tree *seen = NULL;
+	for (size_t i = 0, looked = 0; i < n && rc == 0 && state; i++) {
+		struct git_action *a = acts[i];
+		git_tree_entry *e = NULL;
+
+		if (a->kind != A_PUT || !a->repair ||
+		    a->gitmode == GIT_FILEMODE_LINK)
+			continue;
+		if (!looked++)
+			seen = tip_tree(repo, a->ref);
+		if (!seen)
+			break;
+		join_path(&path, a->prefix, a->path);
+		if (git_tree_entry_bypath(&e, seen, path.ptr) == 0 &&
+		    git_tree_entry_type(e) == GIT_OBJECT_BLOB &&
+		    (unsigned)git_tree_entry_filemode(e) == a->gitmode &&
+		    tend_blobids_match(state, git_tree_entry_id(e), &a->e.fp)) {
+			a->kind = A_SAME;
+			results[idx[i]].unchanged = true;
+		}
+		git_tree_entry_free(e);
+		git_error_clear();
+	}
+	git_tree_free(seen);
 	/* entries: one commit for all of them; many new blobs: one pack */
 	const struct spec *spec = NULL;
 	size_t nputs = 0, ndel_acts = 0;
@@ -2640,13 +2671,16 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 				continue;
 			}
 			/* what the ref holds there already, at a first
-			 * write: adopted (not a change the commit's {count}
-			 * counts) */
-			if (a->fresh && e &&
+			 * write: adopted; at a repair: unchanged (neither a
+			 * change the commit's {count} counts) */
+			if ((a->fresh || a->repair) && e &&
 			    git_tree_entry_type(e) == GIT_OBJECT_BLOB &&
 			    (unsigned)git_tree_entry_filemode(e) == a->gitmode &&
 			    git_oid_equal(git_tree_entry_id(e), &ups[k].u.id)) {
-				results[idx[i]].adopted = true;
+				if (a->fresh)
+					results[idx[i]].adopted = true;
+				else
+					results[idx[i]].unchanged = true;
 				nentries--;
 			}
 			git_tree_entry_free(e);

@@ -86,6 +86,9 @@ struct tend_event {
 	 * pass counts an error) or a note */
 	const char *note;
 	bool warn;
+	/* APPLIED: a repair (sync --full) that found the target holding
+	 * its record already, and wrote nothing: "verified" */
+	bool unchanged;
 };
 
 typedef void tend_event_fn(const struct tend_event *ev, void *arg);

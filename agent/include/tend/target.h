@@ -212,7 +212,7 @@ struct tend_apply_result {
 	/* 0, or a negative tend_status; set `error` too. The engine zeroes
 	 * the results before the call. */
 	int status;
-	/* The three flags sit in the padding after `status`, so that the
+	/* The four flags sit in the padding after `status`, so that the
 	 * array's stride is the one of a sink built before them: such a
 	 * sink never sets them, and they stay false. */
 	/* A delete that left the key as it was: nothing of the state's was
@@ -231,6 +231,11 @@ struct tend_apply_result {
 	 * message as a failure (exit 1). Without it, a message on a success
 	 * is a note the reports show (a tag moved to its ref's tip). */
 	bool warn;
+	/* A write that re-applied the state's own record (a repair, see
+	 * tend_reconcile_repairs: tend sync --full) and found the key
+	 * holding it already, so wrote nothing: the reports say "verified",
+	 * not "updated". */
+	bool unchanged;
 	/* A message for a failed action, or a success's note or warning
 	 * (heap string, engine frees). */
 	char *error;
@@ -287,6 +292,16 @@ uint64_t tend_context_pass(const struct tend_context *ctx);
  * prev_may_be_missing.
  */
 bool tend_reconcile_settled(const struct tend_reconcile_in *in,
+    const void *rec, size_t len);
+
+/*
+ * A write that is a repair: the state was applied with this very record
+ * (every previous record equals `rec`, and a write of it was confirmed),
+ * and only prev_may_be_missing asks for the write (tend sync --full). A
+ * sink may look first, and leave a key that holds the record as it is
+ * (the result's `unchanged`): no write for what did not drift.
+ */
+bool tend_reconcile_repairs(const struct tend_reconcile_in *in,
     const void *rec, size_t len);
 
 /*
