@@ -121,6 +121,10 @@ tend_apply_fail(struct tend_apply_result *r, int status, const char *fmt, ...)
 
 static void
 apply_say(struct tend_apply_result *r, bool warn, const char *fmt,
+    va_list ap) __attribute__((format(printf, 3, 0)));
+
+static void
+apply_say(struct tend_apply_result *r, bool warn, const char *fmt,
     va_list ap)
 {
 	struct tend_buf b = TEND_BUF_INIT;
