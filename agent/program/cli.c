@@ -441,7 +441,8 @@ on_event(const struct tend_event *ev, void *arg)
 		if (c->verbose && !c->json) {
 			tend_display_path(&path, ev->provider, ev->key);
 			printf("%c %s %s\n",
-			    ev->forgotten || ev->adopted ? '=' : (char)ev->op,
+			    ev->forgotten || ev->adopted || ev->unchanged ? '='
+								 : (char)ev->op,
 			    ev->app, path.ptr);
 		}
 		break;

@@ -283,7 +283,9 @@ struct git_action {
 	/* A_PUT: no write of it was ever confirmed: an entry at its path
 	 * is tend's only if it holds this record or one of `prev` */
 	bool fresh;
-	bool there; /* A_TAG fresh: on the tip already when the group began */
+	/* A_TAG first set or repair: on the tip already when the group
+	 * began (a commit of the group moves it: not adopted then) */
+	bool there;
 	bool repair; /* A_PUT: sync --full of an applied record */
 	const uint8_t *prev; /* nprev records of REC_LEN */
 	size_t nprev;
@@ -687,7 +689,7 @@ entries_reconcile(struct tend_handler *base,
 		return 0;
 	if (a->kind == A_TAG)
 		a->fresh = in->prev_never_applied;
-	if (a->kind == A_PUT)
+	if (a->kind == A_PUT || a->kind == A_TAG)
 		a->repair = tend_reconcile_repairs(in, rec, REC_LEN);
 	if (a->kind == A_PUT && in->prev_never_applied) {
 		a->fresh = true;
@@ -1949,12 +1951,13 @@ tags_check(struct tend_handler *base, struct tend_context *ctx,
 	if (have_tip)
 		git_oid_tostr(b, sizeof b, &tip);
 	if (git_reference_name_to_id(&cur, repo, full.ptr) != 0) {
-		tend_buf_printf(why, TEND_CHECK_ABSENT ": tag %s%s%s", name,
-		    have_tip ? "" : ": ", have_tip ? "" : h->ref);
-		if (!have_tip)
-			tend_buf_puts(why, " has no commit yet (its first "
-					   "commit sets the tag)");
-		rc = TEND_ECONFLICT;
+		/* on a ref with no commit yet, tend check finds nothing
+		 * wrong (its first commit sets the tag), while a plan asks
+		 * what the first set of it will find: nothing */
+		if (have_tip || tend_context_pass(ctx)) {
+			tend_buf_printf(why, TEND_CHECK_ABSENT ": tag %s", name);
+			rc = TEND_ECONFLICT;
+		}
 		goto out;
 	}
 	git_oid_tostr(a, sizeof a, &cur);
@@ -2462,7 +2465,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		struct git_action *a = acts[i];
 		git_oid cur, head;
 
-		if (a->kind != A_TAG || !a->fresh)
+		if (a->kind != A_TAG || !(a->fresh || a->repair))
 			continue;
 		tend_buf_printf(&path, "refs/tags/%s", a->path);
 		a->there = git_reference_name_to_id(&cur, repo, path.ptr) ==
@@ -2801,14 +2804,26 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 
 		if (a->kind == A_TAG) {
 			/* a first set that finds it on the tip: adopted */
+			git_oid head;
+
 			r = set_tag(repo, a->ref, a->path);
-			results[idx[i]].adopted = r == 0 && a->there;
-		}
-		else if (a->kind == A_UNTAG && !tag_set_here(acts, n, a->path)) {
+			results[idx[i]].adopted = r == 0 && a->there &&
+			    a->fresh;
+			results[idx[i]].unchanged = r == 0 && a->there &&
+			    a->repair;
+			if (r == 0 && git_reference_name_to_id(&head, repo,
+					  a->ref) != 0)
+				tend_apply_note(&results[idx[i]], "tag %s: %s has "
+				    "no commit yet: its first commit sets the "
+				    "tag", a->path, a->ref);
+			git_error_clear();
+		} else if (a->kind == A_UNTAG) {
 			git_reference *t = NULL;
+			bool gone = false;
 
 			tend_buf_printf(&full, "refs/tags/%s", a->path);
-			if (git_reference_lookup(&t, repo, full.ptr) == 0) {
+			if (!tag_set_here(acts, n, a->path) &&
+			    git_reference_lookup(&t, repo, full.ptr) == 0) {
 				const git_oid *id = git_reference_target(t);
 
 				/* only where tend left it, on this ref: a tag
@@ -2821,13 +2836,18 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 					if (git_reference_delete(t))
 						r = git_fail("delete tag",
 						    a->path);
-					else
+					else {
 						tag_record(repo, a->path, NULL,
 						    NULL, NULL);
+						gone = true;
+					}
 				}
 				git_reference_free(t);
 			}
 			git_error_clear();
+			/* its state goes; the tag stays (not tend's, set
+			 * again here, or not there): not a delete */
+			results[idx[i]].left = r == 0 && !gone;
 		}
 		tend_buf_release(&full);
 		if (r)

@@ -266,6 +266,7 @@ expect_in "$OUT" "in the way: tag latest points at" "not tend's any more"
 expect_in "$OUT" "something not tend's is in their way" "check does not promise sync --full repairs it"
 sed -i '/tag = latest/d' tend.conf
 run sync; expect_rc 0 "tag setting removed"
+expect_in "$OUT" "0 deleted, 1 forgotten" "a tag left where someone moved it is not counted as deleted"
 [ "$(git -C repo3 rev-parse latest)" = "$v1" ] || fail "a tag moved by hand was deleted"
 git -C repo3 tag -d latest >/dev/null
 printf '\ttag = latest\n' >> tend.conf

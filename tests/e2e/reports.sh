@@ -357,29 +357,29 @@ run sync; expect_in "$OUT" "3 files (0 read)" "the next sync trusts them again"
 # pack or commit), and repairs what did
 mkdir -p "$WS/fw/src" && cd "$WS/fw" && git init -q repo
 for i in 1 2 3 4; do echo "v$i" > src/f$i; done
-printf '[app "d"]\n\tsource = src\n\ttarget = dir:out\n[app "g"]\n\tsource = src\n\ttarget = git:repo\n\tref = refs/heads/main\n' > tend.conf
+printf '[app "d"]\n\tsource = src\n\ttarget = dir:out\n[app "g"]\n\tsource = src\n\ttarget = git:repo\n\tref = refs/heads/main\n\ttag = rel\n' > tend.conf
 run sync; expect_rc 0 "full: first sync"
 ino=$(stat -c %i.%Y out/f2); tip=$(git -C repo rev-parse main)
 packs=$(ls repo/.git/objects/pack | wc -l); loose=$(find repo/.git/objects -type f ! -path '*/pack/*' ! -path '*/info/*' | wc -l)
 touch -d '2020-01-01' out/f2; ino=$(stat -c %i.%Y out/f2)
 run sync --full; expect_rc 0 "full: nothing drifted"
 expect_in "$OUT" "d: 0 created, 0 updated, 0 deleted, 4 verified (as recorded: not written)" "dir: verified, not updated"
-expect_in "$OUT" "g: 0 created, 0 updated, 0 deleted, 4 verified" "git: verified, not updated"
+expect_in "$OUT" "g: 0 created, 0 updated, 0 deleted, 5 verified" "git: verified, not updated (the tag too)"
 [ "$(stat -c %i.%Y out/f2)" = "$ino" ] || fail "sync --full rewrote a file that had not drifted"
 [ "$(git -C repo rev-parse main)" = "$tip" ] || fail "sync --full committed with nothing drifted"
 [ "$(ls repo/.git/objects/pack | wc -l)" = "$packs" ] || fail "sync --full wrote a pack with nothing drifted"
 [ "$(find repo/.git/objects -type f ! -path '*/pack/*' ! -path '*/info/*' | wc -l)" = "$loose" ] || fail "sync --full wrote loose objects with nothing drifted"
 run status; expect_in "$OUT" "4 verified" "status says it too"
-run sync --full --json; jcheck "$OUT" 'all(a["result"]["verified"] == 4 and a["result"]["updated"] == 0 for a in d["apps"])' "sync --json: verified"
+run sync --full --json; jcheck "$OUT" '[a["result"]["verified"] for a in d["apps"]] == [4, 5] and all(a["result"]["updated"] == 0 for a in d["apps"])' "sync --json: verified"
 rm .tend/git-blobs
-run sync --full; expect_in "$OUT" "g: 0 created, 0 updated, 0 deleted, 4 verified" "git: verified by the blobs' ids when their fingerprints are not cached"
+run sync --full; expect_in "$OUT" "g: 0 created, 0 updated, 0 deleted, 5 verified" "git: verified by the blobs' ids when their fingerprints are not cached"
 [ "$(git -C repo rev-parse main)" = "$tip" ] || fail "sync --full committed with nothing drifted (no cache)"
 echo drift > out/f3; chmod 600 out/f4
 git -C repo worktree add -q "$WS/fw/wt" main 2>/dev/null
 echo drift > wt/f1; git -C wt commit -qam drift; git -C repo worktree remove --force "$WS/fw/wt"
 run sync --full; expect_rc 0 "full: repairs"
 expect_in "$OUT" "d: 0 created, 2 updated, 0 deleted, 2 verified" "dir: the drifted ones written"
-expect_in "$OUT" "g: 0 created, 1 updated, 0 deleted, 3 verified" "git: the drifted one written"
+expect_in "$OUT" "g: 0 created, 1 updated, 0 deleted, 4 verified" "git: the drifted one written"
 expect_file out/f3 v3; [ "$(stat -c %a out/f4)" = 644 ] || fail "mode not repaired"
 [ "$(git -C repo show main:f1)" = v1 ] || fail "git entry not repaired"
 run check; expect_rc 0 "no drift after the repairs"
