@@ -98,8 +98,8 @@ class Torture:
         # another author's files under an exclusive prefix: strays,
         # which check reports and sync --full removes
         self.git_strays = set()
-        # where the git app's container was last synced: a drop wipes
-        # that subtree (if it was exclusive), whatever tend.conf says now
+        # where the git app's container was last synced: a drop deletes
+        # tend's entries there, whatever tend.conf says now
         self.pages_synced = None
         self.nstray = 0
         self.durations = [0.05]
@@ -183,6 +183,13 @@ class Torture:
             self.git_strays.add((ref, path))
         else:
             self.foreign[(ref, path)] = blob
+
+    def keep_strays(self):
+        """Another author's files made under an exclusive prefix since
+        the last sync are someone else's to keep from now on."""
+        for rp in self.git_strays:
+            self.foreign[rp] = self.git("rev-parse", "%s:%s" % rp).strip()
+        self.git_strays.clear()
 
     def forget_foreign(self, ref, prefix):
         """An exclusive container of (ref, prefix) going or switched on
@@ -353,9 +360,9 @@ class Torture:
             knob = r.choice(list(self.knobs))
             k = self.knobs
             if k["pages_exclusive"] and knob in ("prefix", "ref"):
-                # the exclusive container that goes wipes its subtree
-                self.forget_foreign(k["ref"], k["prefix"])
-                self.git_strays.clear()
+                # the exclusive container that goes deletes tend's
+                # entries only: another author's files stay there
+                self.keep_strays()
             if knob == "file_mode":
                 k[knob] = "0600" if k[knob] == "0644" else "0644"
             elif knob == "executable":
@@ -376,10 +383,7 @@ class Torture:
             if knob == "pages_exclusive" and not k[knob]:
                 # no sync ran since they were made: they are there, and
                 # now someone else's to keep
-                for rp in self.git_strays:
-                    self.foreign[rp] = self.git("rev-parse", "%s:%s" % rp
-                                                ).strip()
-                self.git_strays.clear()
+                self.keep_strays()
             self.stats["moves"] += knob in ("prefix", "ref")
             if knob == "site_exclusive" and k[knob]:
                 self.strays.clear()  # destructive: they may go now
@@ -388,11 +392,11 @@ class Torture:
         return ops
 
     def keep_unowned_pages(self):
-        """A drop of a container last synced non-exclusive (an exclusive
-        switch configured since, never applied) deletes tend's entries
-        only: what else is under its prefix now is someone else's, and
-        stays (the model forgot it at the switch, expecting a --full)."""
-        if not self.pages_synced or self.pages_synced[2]:
+        """A drop deletes tend's entries only, exclusive or not: what
+        else is under its prefix now is someone else's, and stays (the
+        model may have forgotten it at an exclusive switch, expecting a
+        --full)."""
+        if not self.pages_synced:
             return
         ref, prefix = self.pages_synced[:2]
         rc, out, _ = self.tend_run("ls", "pages")
@@ -426,12 +430,9 @@ class Torture:
             # a drop killed halfway: converge() runs it again
             self.dropped = r.choice(["site", "gen", "multi", "pages",
                                      "flat", "idx"])
-            if self.dropped == "pages" and self.pages_synced and \
-                    self.pages_synced[2]:
-                self.forget_foreign(*self.pages_synced[:2])
             if self.dropped == "pages":
+                self.keep_strays()
                 self.keep_unowned_pages()
-                self.git_strays.clear()
             args = ["drop", self.dropped]
             self.stats["drops"] += 1
         elif r.random() < 0.2:
@@ -621,11 +622,15 @@ class Torture:
                      and any("flat/%s is declared" % n in l for n in collide)]
         locks = [l for l in errs if l.startswith("tend: removed ") and
                  "left by an interrupted tend" in l]
-        # a tag a kill left behind its commit is moved, and said
+        # a tag a kill left behind its commit is moved, and said; a
+        # container that goes (a prefix or ref move) keeps another
+        # author's files, and says so
         caught = [l for l in errs if l.startswith("tend: pages: ") and
                   ": note: tag latest moved from " in l]
+        kept = [l for l in errs if l.startswith(("tend: pages: ",
+                "tend: site: ")) and ": note: stays: it holds " in l]
         bad = [l for l in errs if l not in expected and l not in locks
-               and l not in caught]
+               and l not in caught and l not in kept]
         self.stats["locks"] += len(locks)
         self.stats["tags"] += len(caught)
         self.expect(not bad, "clean sync: unexpected errors: %s" % bad[:5])

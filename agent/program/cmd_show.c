@@ -11,7 +11,9 @@
 #include <time.h>
 
 #include "check.h"
+#include "git.h"
 #include "inspect.h"
+#include "pass.h"
 #include "json.h"
 #include "watch.h"
 #include "tend/status.h"
@@ -220,8 +222,8 @@ say_drift(unsigned drift, unsigned retried, unsigned behind, unsigned way)
 
 	printf("%u target state(s) drifted: ", drift);
 	if (way == drift) {
-		printf("something not tend's is in their way (above): move "
-		       "it, then tend sync\n");
+		printf("something is in their way (above): move it (or "
+		       "rename a source that collides), then tend sync\n");
 		return;
 	}
 	if (full == drift) {
@@ -253,8 +255,9 @@ say_drift(unsigned drift, unsigned retried, unsigned behind, unsigned way)
 		sep = "; ";
 	}
 	if (way)
-		printf("%sin the way of %u is something not tend's (above): "
-		       "move it, then tend sync", sep, way);
+		printf("%sin the way of %u is something (above): move it (or "
+		       "rename a source that collides), then tend sync", sep,
+		    way);
 	putchar('\n');
 }
 
@@ -458,6 +461,32 @@ say_drop_interrupted(struct tend_buf *b, const char *app, long long when)
 	    app);
 }
 
+static void
+count_tag(const char *tag, const char *at, const char *tip, void *arg)
+{
+	(void)tag;
+	(void)at;
+	(void)tip;
+	(*(int *)arg)++;
+}
+
+/* How many of a git app's tags a pass left behind its ref's tip */
+static int
+tags_behind(struct tend_ws *ws, const struct tend_app_config *a)
+{
+	int n = 0;
+	char *repo;
+
+	if (!a || a->target != TEND_TARGET_GIT || !a->tags.n)
+		return 0;
+	repo = a->target_path[0] == '/' ? tend_xstrdup(a->target_path)
+					: path_join(ws->root, a->target_path);
+	(void)tend_git_tags_behind(repo, ws->state_dir, a->ref, a->tags.v,
+	    a->tags.n, count_tag, &n);
+	free(repo);
+	return n;
+}
+
 /* "  push origin refs/heads/pages: 1 ahead, 0 behind; last pushed ...;
  * error: ..." */
 static void
@@ -619,6 +648,10 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 			unfinished = lp.status == 0 && !lp.failed &&
 			    !lp.errors && !lp.held_deletes;
 		}
+		/* tags a pass left behind their ref's tip: not unsettled
+		 * states, but the next sync moves them */
+		int behind = in_conf ? tags_behind(ws, tend_ws_app(ws, name))
+				     : 0;
 		long long queued = tend_json_int(aa, "queued", 0,
 		    TEND_JSON_INT_MAX, 0);
 		long long held = tend_json_int(aa, "held", 0,
@@ -637,6 +670,9 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 				tend_buf_printf(&out, ", \"queued\": %lld, "
 						      "\"held_deletes\": %lld",
 				    queued, held);
+			if (behind > 0)
+				tend_buf_printf(&out, ", \"tags_behind\": %d",
+				    behind);
 			tend_buf_puts(&out, ", \"last\": ");
 			if (last) {
 				struct tend_pass p;
@@ -676,6 +712,11 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 			tend_buf_printf(&t, ": %llu target states, %llu unsettled",
 			    (unsigned long long)cc.states,
 			    (unsigned long long)cc.pending);
+			if (behind > 0)
+				tend_buf_printf(&t, ", %d tag%s left behind (tend "
+						    "sync moves %s)", behind,
+				    behind == 1 ? "" : "s",
+				    behind == 1 ? "it" : "them");
 			if (queued)
 				tend_buf_printf(&t, ", %lld queued", queued);
 			if (held)

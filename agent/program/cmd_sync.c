@@ -12,7 +12,9 @@
 #include <time.h>
 
 #include "check.h"
+#include "git.h"
 #include "inspect.h"
+#include "pass.h"
 #include "json.h"
 #include "watch.h"
 #include "tend/status.h"
@@ -61,6 +63,43 @@ plan_stray(const char *state_path, void *arg)
 	tend_buf_release(&shown);
 }
 
+struct tag_plan {
+	struct cli *c;
+	const struct tend_app_config *a;
+	unsigned n;
+};
+
+/* A tag a pass left behind: the next sync moves it to the ref's tip
+ * (check says "left behind"), so plan lists it as an update */
+static void
+plan_tag(const char *tag, const char *at, const char *tip, void *arg)
+{
+	struct tag_plan *t = arg;
+	struct cli *c = t->c;
+	struct tend_buf path = TEND_BUF_INIT;
+
+	t->n++;
+	tend_buf_printf(&path, "git(\"%s\", \"%s\", \"%s\"):@tag/%s",
+	    t->a->target_path, t->a->ref, t->a->prefix ? t->a->prefix : "",
+	    tag);
+	if (c->json) {
+		struct tend_buf *b = &c->json_items;
+
+		tend_buf_puts(b, b->len ? ",\n  {" : "\n  {");
+		tend_buf_puts(b, "\"op\": \"catch_up\", \"app\": ");
+		tend_buf_json(b, t->a->name);
+		tend_buf_puts(b, ", \"path\": ");
+		tend_buf_json(b, path.ptr);
+		tend_buf_puts(b, ", \"invalidation\": "
+				 "null}");
+	} else if (!c->quiet)
+		printf("%s~%s %s %s  (left behind %s%s: the sync moves it to "
+		       "%s, where tend keeps it)\n", use_color(c) ? "\033[33m" : "",
+		    use_color(c) ? "\033[0m" : "", t->a->name, path.ptr,
+		    at ? "at " : "", at ? at : "(missing)", tip);
+	tend_buf_release(&path);
+}
+
 static void
 plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
     const struct tend_app_result *res, int rc)
@@ -82,6 +121,19 @@ plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
 			c->plan_strays += n;
 	}
 	c->destructive = false;
+	if (a->target == TEND_TARGET_GIT && a->tags.n) {
+		struct tag_plan t = {c, a, 0};
+		char *repo = a->target_path[0] == '/'
+		    ? tend_xstrdup(a->target_path)
+		    : path_join(ws->root, a->target_path);
+
+		if (tend_git_tags_behind(repo, ws->state_dir, a->ref,
+			a->tags.v, a->tags.n, plan_tag, &t) > 0) {
+			c->pending = true;
+			c->plan_tags += t.n;
+		}
+		free(repo);
+	}
 	long long when;
 	if (!c->json && !c->quiet && drop_interrupted(ws, app, &when)) {
 		struct tend_buf t = TEND_BUF_INIT;
@@ -169,6 +221,10 @@ plan_summary(struct cli *c)
 		printf(", %llu undeclared in exclusive targets (tend sync "
 		       "--full removes them)",
 		    (unsigned long long)c->plan_strays);
+	if (c->plan_tags)
+		printf(", %llu tag%s left behind to move to %s ref's tip",
+		    (unsigned long long)c->plan_tags, c->plan_tags == 1 ? ""
+		    : "s", c->plan_tags == 1 ? "its" : "their");
 	if (c->plan_failed)
 		printf("; %llu failed, nothing planned for %s", (unsigned long
 			long)c->plan_failed,
@@ -450,7 +506,8 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 					      "\"create\": %llu, \"update\": %llu, "
 					      "\"delete\": %llu, \"forget\": %llu, "
 					      "\"adopt\": %llu, \"replaces\": %llu, "
-					      "\"held\": %llu, \"failed\": %llu}\n",
+					      "\"held\": %llu, \"tags_behind\": %llu, "
+					      "\"failed\": %llu}\n",
 			    c->json_items.len ? "\n" : "",
 			    c->pending ? "true" : "false",
 			    (unsigned long long)c->plan_ops[0],
@@ -460,6 +517,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			    (unsigned long long)c->plan_ops[4],
 			    (unsigned long long)c->plan_replaces,
 			    (unsigned long long)c->plan_held,
+			    (unsigned long long)c->plan_tags,
 			    (unsigned long long)c->plan_failed);
 		} else if (!c->quiet)
 			plan_summary(c);

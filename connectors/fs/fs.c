@@ -50,11 +50,17 @@
 
 /* A directory where an entry was written is the user's (or another
  * tool's): never removed to make room (check and sync say so) */
-#define WAY_FIX "tend does not remove what it did not write (move it away, " \
-	"then tend sync)"
+#define WAY_FIX "tend does not remove what it did not write: if it holds " \
+	"entries of this app, two of its sources collide (rename one), else " \
+	"move it away, then tend sync"
 #define WAY_FIX_FILE "tend replaces only what it knows it wrote " \
 	"(move it away, then tend sync)"
 #define IN_THE_WAY TEND_CHECK_IN_THE_WAY ": a directory is there now: " WAY_FIX
+/* A file above an entry's path may be the user's, or an entry of the
+ * same app (two sources collide: x and x/y) */
+#define ABOVE_FIX "tend does not remove what it did not write: if it is " \
+	"an entry of this app, two of its sources collide (rename one), " \
+	"else move it away, then tend sync"
 
 /* ---- encodings ---- */
 
@@ -357,7 +363,7 @@ open_seg(int parent, const char *seg, const char *rel, size_t upto,
 			    (int)upto, rel);
 		if (e == ENOTDIR)
 			return tend_error_set(TEND_ECONFLICT,
-			    "%.*s is not a directory: " WAY_FIX, (int)upto,
+			    "%.*s is not a directory: " ABOVE_FIX, (int)upto,
 			    rel);
 		return tend_error_set(e == ENOENT ? TEND_ENOTFOUND : TEND_ERROR,
 		    "open %.*s: %s", (int)upto, rel, strerror(e));
@@ -865,11 +871,10 @@ dir_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 	out->action = a;
 	out->sink = &dir_sink;
 	if (!in->desired) {
+		/* its entries went one by one (dir_open_child); what else
+		 * is in it is not tend's, exclusive or not: it stays (a
+		 * drop deletes what the app wrote) */
 		a->del = true;
-		for (size_t i = 0; i < in->nprev; i++)
-			if (decode_dir(in->prev[i].data, in->prev[i].len, &old) &&
-			    old.exclusive)
-				a->wipe = true;
 		out->record_absent = true;
 		return 0;
 	}
@@ -939,6 +944,37 @@ static const struct tend_handler_ops file_ops = {
 
 /* ---- sinks ---- */
 
+/* A target directory that stays when its app goes: what is in it is
+ * not tend's (its entries went first); the reports say so, naming a few */
+static void
+say_kept(struct tend_apply_result *r, int dirfd)
+{
+	struct tend_buf names = TEND_BUF_INIT;
+	int fd = dup(dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+	size_t n = 0;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (n++ < 3)
+			tend_buf_printf(&names, "%s%s", n > 1 ? ", " : "",
+			    e->d_name);
+	}
+	closedir(d);
+	if (n)
+		tend_apply_note(r, "stays: it holds %zu entr%s tend did not "
+		    "write (%s%s)", n, n == 1 ? "y" : "ies", names.ptr,
+		    n > 3 ? ", ..." : "");
+	tend_buf_release(&names);
+}
+
 static void
 dir_apply(struct tend_sink *sink, struct tend_context *ctx,
     void *const *actions, size_t n, struct tend_apply_result *results)
@@ -979,6 +1015,8 @@ dir_apply(struct tend_sink *sink, struct tend_context *ctx,
 			}
 			if (gone)
 				prune_made(&c, c.n - 2, 1);
+			else if (rc == 0 && c.n > 1)
+				say_kept(&results[i], c.fd[c.n - 1]);
 		} else if (rc == 0) {
 			if (a->wipe)
 				rc = wipe(c.fd[c.n - 1], 0);

@@ -560,13 +560,8 @@ root_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 			spec_free(&old);
 		}
 		/* its entries went one by one (open_child); the rest of
-		 * the subtree is someone else's, unless it was exclusive */
-		for (size_t i = 0; i < in->nprev; i++)
-			if (decode_spec(in->prev[i].data, in->prev[i].len,
-				&old)) {
-				a->wipe |= old.exclusive;
-				spec_free(&old);
-			}
+		 * the subtree is someone else's, exclusive or not: it stays
+		 * (a drop deletes what the app wrote) */
 		return 0;
 	}
 	a->kind = A_OPEN;
@@ -1262,22 +1257,6 @@ tag_is_ours(git_repository *repo, const char *tag, const git_oid *cur)
 	return ours;
 }
 
-/* Has tend set the tag (a line in its record)? */
-static bool
-tag_listed(git_repository *repo, const char *tag)
-{
-	struct tend_buf text = TEND_BUF_INIT;
-	size_t len;
-	bool yes;
-
-	if (!tags_file)
-		return true;
-	tags_read(&text);
-	yes = tags_find(text.ptr, git_repository_path(repo), tag, &len);
-	tend_buf_release(&text);
-	return yes;
-}
-
 /* A git-tags line (its own NUL-terminated copy, cut up here) as its
  * fields: repository, tag, from, to, ref. False if it has fewer. */
 static bool
@@ -1313,6 +1292,31 @@ tag_follows(git_repository *repo, const char *tag, const char *ref)
 		yes = tags_split(line, f) && strcmp(f[4], ref) == 0;
 		free(line);
 	}
+	tend_buf_release(&text);
+	return yes;
+}
+
+/* Where tend last moved the tag (its record's `to`), if it knows */
+static bool
+tag_recorded_to(git_repository *repo, const char *tag, git_oid *to)
+{
+	struct tend_buf text = TEND_BUF_INIT;
+	const char *l;
+	char *f[5];
+	size_t len;
+	bool yes = false;
+
+	if (!tags_file)
+		return false;
+	tags_read(&text);
+	if ((l = tags_find(text.ptr, git_repository_path(repo), tag, &len))) {
+		char *line = tend_xmemdup(l, len + 1);
+
+		line[len] = '\0';
+		yes = tags_split(line, f) && git_oid_fromstr(to, f[3]) == 0;
+		free(line);
+	}
+	git_error_clear();
 	tend_buf_release(&text);
 	return yes;
 }
@@ -1489,7 +1493,62 @@ struct update {
 	git_tree_update u;
 	char *path;
 	size_t seq; /* the action's order: the last on a path wins */
+	size_t act; /* its action's index in the group */
 };
+
+/* What to say of a directory (tree entry `e` at `path`) where an entry
+ * goes: it may be another author's, or hold entries of this very app
+ * (two of its sources collide: x and x/y) */
+#define DIR_WAY_FIX "tend writes no entry over a directory: if what is in " \
+	"it is this app's, two of its sources collide (rename one), else " \
+	"remove it from the ref, then tend sync"
+
+/* ... and of a file (link, submodule) above an entry's path */
+#define ABOVE_WAY_FIX "tend replaces only what it knows it wrote: if it " \
+	"is an entry of this app, two of its sources collide (rename one), " \
+	"else remove it from the ref, then tend sync"
+
+static void
+dir_way(struct tend_buf *b, git_repository *repo, const git_tree_entry *e,
+    const char *path)
+{
+	git_tree *t = NULL;
+	size_t n = git_tree_lookup(&t, repo, git_tree_entry_id(e)) == 0
+	    ? git_tree_entrycount(t) : 0;
+
+	if (n)
+		tend_buf_printf(b, "the directory %s (holding %s%s)", path,
+		    git_tree_entry_name(git_tree_entry_byindex(t, 0)),
+		    n > 1 ? ", ..." : "");
+	else
+		tend_buf_printf(b, "the directory %s", path);
+	git_tree_free(t);
+	git_error_clear();
+}
+
+/* A write among ups[from..n) (sorted by path) of a path under `dir`/,
+ * or NULL */
+static const char *
+write_under(const struct update *ups, size_t from, size_t n, const char *dir)
+{
+	size_t len = strlen(dir), lo = from, hi = n;
+
+	while (lo < hi) { /* the first path >= "dir/" */
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strncmp(ups[mid].path, dir, len);
+
+		if (c < 0 || (c == 0 && (unsigned char)ups[mid].path[len] <
+				      (unsigned char)'/'))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < n && strncmp(ups[lo].path, dir, len) == 0 &&
+	     ups[lo].path[len] == '/'; lo++)
+		if (ups[lo].u.action == GIT_TREE_UPDATE_UPSERT)
+			return ups[lo].path;
+	return NULL;
+}
 
 /*
  * One commit per pass, memory bounded by a batch. The engine applies a
@@ -1838,18 +1897,30 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 	    "git: %s kept moving under us (%d attempts)", ref, RETRIES);
 }
 
+static int set_tag_at(git_repository *repo, const char *ref,
+    const char *name, const git_oid *at);
+
 static int
 set_tag(git_repository *repo, const char *ref, const char *name)
 {
 	git_oid tip;
-	git_object *obj = NULL;
-	git_oid out;
-	int rc;
 
 	if (git_reference_name_to_id(&tip, repo, ref) != 0) {
 		git_error_clear();
 		return 0; /* no commit yet: the first commit sets it */
 	}
+	return set_tag_at(repo, ref, name, &tip);
+}
+
+/* Set tag `name` (kept on `ref`) at commit `at`, if it is tend's */
+static int
+set_tag_at(git_repository *repo, const char *ref, const char *name,
+    const git_oid *at)
+{
+	git_oid tip = *at;
+	git_object *obj = NULL;
+	git_oid out;
+	int rc;
 	git_oid cur;
 	bool exists;
 	if (!tag_may_move(repo, ref, name, &tip, &cur, &exists)) {
@@ -1869,6 +1940,35 @@ set_tag(git_repository *repo, const char *ref, const char *name)
 	return rc;
 }
 
+/*
+ * Is tend's tag `tag` (kept on `ref`) off the commit tend last moved it
+ * to (*to)? A kill between a commit and its tags, or a move that failed
+ * (a lock someone held), leaves it on the commit before, or missing.
+ * One tend never set, or someone else's, is not.
+ */
+static bool
+tag_behind(git_repository *repo, const char *ref, const char *tag,
+    bool *missing, git_oid *cur, git_oid *to)
+{
+	struct tend_buf full = TEND_BUF_INIT;
+	git_object *o = NULL;
+	bool behind;
+
+	tend_buf_printf(&full, "refs/tags/%s", tag);
+	*missing = git_reference_name_to_id(cur, repo, full.ptr) != 0;
+	tend_buf_release(&full);
+	git_error_clear();
+	if (!tag_recorded_to(repo, tag, to) || !tag_follows(repo, tag, ref) ||
+	    git_object_lookup(&o, repo, to, GIT_OBJECT_COMMIT) != 0)
+		behind = false;
+	else
+		behind = *missing || (!git_oid_equal(cur, to) &&
+					 tag_is_ours(repo, tag, cur));
+	git_object_free(o);
+	git_error_clear();
+	return behind;
+}
+
 /* A kill between a commit and its tags, or a tag's failed move, leaves
  * them behind: each pass that opens the container moves tend's tags to
  * the ref's tip, and says so on the container's result `r`. */
@@ -1876,43 +1976,34 @@ static void
 tags_catch_up(git_repository *repo, const struct git_action *a,
     struct tend_apply_result *r)
 {
-	git_oid tip;
 	char hex[GIT_OID_HEXSZ + 1], was[GIT_OID_HEXSZ + 1];
 
-	if (git_reference_name_to_id(&tip, repo, a->ref) != 0) {
-		git_error_clear();
-		return;
-	}
-	git_oid_tostr(hex, sizeof hex, &tip);
 	for (size_t off = 0; off < a->spec.tagslen;) {
 		const char *tag = a->spec.tags + off;
-		struct tend_buf full = TEND_BUF_INIT;
-		git_oid cur;
+		git_oid cur, to;
 		bool missing;
 
 		off += strlen(tag) + 1;
-		tend_buf_printf(&full, "refs/tags/%s", tag);
-		missing = git_reference_name_to_id(&cur, repo, full.ptr) != 0;
-		tend_buf_release(&full);
-		git_error_clear();
-		/* (one never set: its own action sets it) */
-		if (missing ? !tag_listed(repo, tag) :
-			      git_oid_equal(&cur, &tip) ||
-			    !tag_is_ours(repo, tag, &cur))
+		/* (one never set: its own action sets it; one on the commit
+		 * tend moved it to stays, also below a commit of someone
+		 * else's: the next commit of tend's moves it) */
+		if (!tag_behind(repo, a->ref, tag, &missing, &cur, &to))
 			continue;
 		if (!missing)
 			git_oid_tostr(was, sizeof was, &cur);
-		if (set_tag(repo, a->ref, tag))
-			tend_apply_warn(r, "%s (it stays %s%.12s, behind %s)",
+		git_oid_tostr(hex, sizeof hex, &to);
+		if (set_tag_at(repo, a->ref, tag, &to))
+			tend_apply_warn(r, "%s (it stays %s%.12s, not on %.12s)",
 			    tend_error_last(), missing ? "missing" : "at ",
-			    missing ? "" : was, a->ref);
+			    missing ? "" : was, hex);
 		else if (missing)
 			tend_apply_note(r, "tag %s was missing: set again on "
-			    "%s's tip %.12s", tag, a->ref, hex);
+			    "%.12s, where tend keeps it", tag, hex);
 		else
-			tend_apply_note(r, "tag %s moved from %.12s to %s's tip "
-			    "%.12s (an earlier pass was cut short, or the "
-			    "move failed)", tag, was, a->ref, hex);
+			tend_apply_note(r, "tag %s moved from %.12s to %.12s, "
+			    "where tend keeps it (an earlier pass was cut "
+			    "short before it, or its move failed)", tag, was,
+			    hex);
 		git_error_clear();
 	}
 }
@@ -1967,11 +2058,20 @@ tags_check(struct tend_handler *base, struct tend_context *ctx,
 		goto out; /* where it belongs */
 	rc = TEND_ECONFLICT;
 	if (commit && tag_is_ours(repo, name, &cur)) {
-		if (have_tip) /* (tags_catch_up) */
+		git_oid to, c2;
+		bool missing;
+
+		/* off the commit tend moved it to: tags_catch_up; on it,
+		 * with someone's commits on top: tend's next commit moves
+		 * it */
+		if (tag_behind(repo, h->ref, name, &missing, &c2, &to)) {
+			char t[GIT_OID_HEXSZ + 1];
+
+			git_oid_tostr(t, sizeof t, &to);
 			tend_buf_printf(why, TEND_CHECK_BEHIND ": tag %s points "
-			    "at %.12s, %s at %.12s: tend sync moves it", name,
-			    a, h->ref, b);
-		else /* its ref is gone: the next commit moves it */
+			    "at %.12s, not at %.12s where tend moved it last: "
+			    "tend sync moves it there", name, a, t);
+		} else
 			rc = 0;
 	} else {
 		/* tag_may_move refuses it: sync --full too */
@@ -1993,6 +2093,54 @@ out:
 	git_repository_free(repo);
 	free(name);
 	return rc;
+}
+
+int
+tend_git_tags_behind(const char *repo, const char *state, const char *ref,
+    char *const *tags, size_t n, tend_git_tag_fn *fn, void *arg)
+{
+	git_repository *r = NULL;
+	struct tend_buf tf = TEND_BUF_INIT;
+	char tiphex[GIT_OID_HEXSZ + 1], athex[GIT_OID_HEXSZ + 1];
+	git_oid tip, cur;
+	int count = 0;
+
+	if (!n)
+		return 0;
+	git_ready();
+	if (git_repository_open_ext(&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH,
+		NULL)) {
+		git_error_clear();
+		return -1;
+	}
+	if (git_reference_name_to_id(&tip, r, ref) != 0) {
+		git_error_clear();
+		git_repository_free(r);
+		return 0; /* no commit yet: nothing to be behind */
+	}
+	if (state) {
+		tend_buf_printf(&tf, "%s/git-tags", state);
+		tags_file = tf.ptr;
+	}
+	for (size_t i = 0; i < n; i++) {
+		git_oid to;
+		bool missing;
+
+		if (!tag_behind(r, ref, tags[i], &missing, &cur, &to))
+			continue;
+		git_oid_tostr(tiphex, sizeof tiphex, &to);
+		tiphex[12] = '\0';
+		if (!missing) {
+			git_oid_tostr(athex, sizeof athex, &cur);
+			athex[12] = '\0';
+		}
+		fn(tags[i], missing ? NULL : athex, tiphex, arg);
+		count++;
+	}
+	tags_file = NULL;
+	tend_buf_release(&tf);
+	git_repository_free(r);
+	return count;
 }
 
 /* Is the tag `name` (re)declared by an action of this group? A prefix
@@ -2468,8 +2616,12 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		if (a->kind != A_TAG || !(a->fresh || a->repair))
 			continue;
 		tend_buf_printf(&path, "refs/tags/%s", a->path);
+		/* (a repair: where tend keeps it, which may be below
+		 * someone else's commits) */
 		a->there = git_reference_name_to_id(&cur, repo, path.ptr) ==
-		    0 && git_reference_name_to_id(&head, repo, a->ref) == 0 &&
+		    0 && (a->fresh ? git_reference_name_to_id(&head, repo,
+				      a->ref) == 0
+				   : tag_recorded_to(repo, a->path, &head)) &&
 		    git_oid_equal(&cur, &head);
 		tend_buf_reset(&path);
 		git_error_clear();
@@ -2593,6 +2745,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		size_t k = nu++;
 		ups[k].path = tend_xstrdup(path.ptr);
 		ups[k].seq = k;
+		ups[k].act = i;
 		memset(&ups[k].u, 0, sizeof ups[k].u);
 		if (a->kind == A_PUT) {
 			bool changed = false;
@@ -2619,9 +2772,7 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			if (blocker) {
 				tend_apply_fail(&results[idx[i]], TEND_ECONFLICT,
 				    "git: %s in %s: %s is in the way: "
-				    "tend replaces only what it knows it wrote "
-				    "(remove it from the ref, then tend sync)",
-				    path.ptr, a->ref, blocker);
+				    ABOVE_WAY_FIX, path.ptr, a->ref, blocker);
 				free(blocker);
 				free(ups[k].path);
 				nu--;
@@ -2640,11 +2791,29 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			    git_tree_entry_type(e) == GIT_OBJECT_TREE &&
 			    !(ndels && bsearch(&ups[k].path, dels, ndels,
 				sizeof *dels, cmp_str))) {
+				struct tend_buf w = TEND_BUF_INIT;
+
+				dir_way(&w, repo, e, path.ptr);
 				tend_apply_fail(&results[idx[i]], TEND_ECONFLICT,
-				    "git: %s in %s: a directory is in the way: "
-				    "tend replaces only what it knows it wrote "
-				    "(remove it from the ref, then tend sync)",
-				    path.ptr, a->ref);
+				    "git: %s in %s: %s is in the way: "
+				    DIR_WAY_FIX, path.ptr, a->ref, w.ptr);
+				tend_buf_release(&w);
+				git_tree_entry_free(e);
+				free(ups[k].path);
+				nu--;
+				continue;
+			}
+			if (a->fresh && e &&
+			    git_tree_entry_type(e) == GIT_OBJECT_TREE &&
+			    entry_in_the_way(repo, a, e, &ups[k].u.id, dels,
+				ndels, path.ptr)) {
+				struct tend_buf w = TEND_BUF_INIT;
+
+				dir_way(&w, repo, e, path.ptr);
+				tend_apply_fail(&results[idx[i]], TEND_ECONFLICT,
+				    "git: %s in %s: %s is in the way: "
+				    DIR_WAY_FIX, path.ptr, a->ref, w.ptr);
+				tend_buf_release(&w);
 				git_tree_entry_free(e);
 				free(ups[k].path);
 				nu--;
@@ -2738,6 +2907,33 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		}
 		nu = k;
 	}
+	/* two of the group's writes, one under the other's path (x, and
+	 * x/y): a file and a directory at one name, which failed the whole
+	 * commit (libgit2's D/F conflict). The file's entry fails, naming
+	 * the other; the rest commits */
+	if (nu > 1) {
+		size_t k = 0;
+
+		for (size_t i = 0; i < nu; i++) {
+			const char *under =
+			    ups[i].u.action == GIT_TREE_UPDATE_UPSERT
+			    ? write_under(ups, i + 1, nu, ups[i].path) : NULL;
+
+			if (under) {
+				tend_apply_fail(&results[idx[ups[i].act]],
+				    TEND_ECONFLICT, "conflict: %s and %s, two "
+				    "entries of this pass, need %s to be a file "
+				    "and a directory in %s: rename one of their "
+				    "sources", ups[i].path, under, ups[i].path,
+				    acts[0]->ref);
+				free(ups[i].path);
+				nentries--;
+				continue;
+			}
+			ups[k++] = ups[i];
+		}
+		nu = k;
+	}
 	if (rc == 0 && nu) {
 		/* a tag whose state goes in this group (the app moved to
 		 * another ref or prefix, or dropped it) does not follow this
@@ -2806,7 +3002,12 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			/* a first set that finds it on the tip: adopted */
 			git_oid head;
 
-			r = set_tag(repo, a->ref, a->path);
+			/* a repair puts it back where tend keeps it (the
+			 * commit it moved it to last, maybe below someone
+			 * else's) */
+			r = a->repair && tag_recorded_to(repo, a->path, &head)
+			    ? set_tag_at(repo, a->ref, a->path, &head)
+			    : set_tag(repo, a->ref, a->path);
 			results[idx[i]].adopted = r == 0 && a->there &&
 			    a->fresh;
 			results[idx[i]].unchanged = r == 0 && a->there &&
@@ -2853,6 +3054,32 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		if (r)
 			tend_apply_fail(&results[idx[i]], r, "%s",
 			    tend_error_last());
+	}
+	/* a dropped container's subtree keeps what tend did not write: said */
+	for (size_t i = 0; i < n; i++) {
+		struct git_action *a = acts[i];
+		git_tree *t, *sub = NULL;
+		git_tree_entry *e = NULL;
+
+		if (a->kind != A_DROP || results[idx[i]].status ||
+		    !(t = tip_tree(repo, a->ref)))
+			continue;
+		if (!a->prefix[0])
+			sub = t;
+		else if (git_tree_entry_bypath(&e, t, a->prefix) == 0 &&
+		    git_tree_entry_type(e) == GIT_OBJECT_TREE)
+			(void)git_tree_lookup(&sub, repo, git_tree_entry_id(e));
+		size_t k = sub ? git_tree_entrycount(sub) : 0;
+		if (k)
+			tend_apply_note(&results[idx[i]], "stays: it holds %zu "
+			    "entr%s tend did not write (%s%s)", k, k == 1 ? "y"
+			    : "ies", git_tree_entry_name(git_tree_entry_byindex(
+				sub, 0)), k > 1 ? ", ..." : "");
+		if (sub != t)
+			git_tree_free(sub);
+		git_tree_entry_free(e);
+		git_tree_free(t);
+		git_error_clear();
 	}
 	/* the small packs of earlier passes, folded into one now and then
 	 * (a failure leaves them as they are: nothing is lost) */
@@ -2999,17 +3226,16 @@ entries_check(struct tend_handler *base, struct tend_context *ctx,
 		if (above)
 			tend_buf_printf(why, TEND_CHECK_IN_THE_WAY ": %s is "
 			    "there in %s, where this entry needs a directory: "
-			    "tend replaces only what it knows it wrote (remove "
-			    "it, then tend sync)", above, h->ref);
+			    ABOVE_WAY_FIX, above, h->ref);
 		else
 			tend_buf_printf(why, TEND_CHECK_ABSENT " from %s",
 			    h->ref);
 		free(above);
 		tend_buf_release(&ok);
 	} else if (git_tree_entry_type(e) == GIT_OBJECT_TREE) {
-		tend_buf_printf(why, TEND_CHECK_IN_THE_WAY ": a directory is "
-		    "there in %s: tend replaces only what it knows it wrote "
-		    "(remove it, then tend sync)", h->ref);
+		tend_buf_puts(why, TEND_CHECK_IN_THE_WAY ": ");
+		dir_way(why, repo, e, path.ptr);
+		tend_buf_printf(why, " is there in %s: " DIR_WAY_FIX, h->ref);
 	} else if (fast_match(h, ctx, e, record)) {
 		rc = 0; /* a blob known to have the recorded content */
 	} else if (git_blob_lookup(&b, repo, git_tree_entry_id(e))) {

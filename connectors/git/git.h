@@ -111,4 +111,19 @@ struct tend_git_ahead {
 int tend_git_push_ahead(const struct tend_git_push *p,
     struct tend_git_ahead *out);
 
+/*
+ * Which of an app's tags (`tags`, n names) tend set and left off the
+ * commit it keeps them on (a pass cut short between its commit and its
+ * tags, a tag whose lock someone held) in the repository at `repo`: the
+ * next sync moves them there. Each goes to fn with where it is (12 hex
+ * digits, or NULL: missing) and that commit; STATE/git-tags (under `state`) says which tags
+ * are tend's. For plan and status, which do not read the targets
+ * otherwise. Returns how many, or -1 if the repository cannot be read.
+ */
+typedef void tend_git_tag_fn(const char *tag, const char *at,
+    const char *tip, void *arg);
+int tend_git_tags_behind(const char *repo, const char *state,
+    const char *ref, char *const *tags, size_t n, tend_git_tag_fn *fn,
+    void *arg);
+
 #endif

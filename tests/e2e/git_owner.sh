@@ -141,7 +141,7 @@ t=$(printf '040000 tree %s\tp\n' "$t" | git -C dfr mktree)
 git -C dfr update-ref refs/heads/main "$(git -C dfr commit-tree -p refs/heads/main -m dir "$t")"
 echo again > dfs/a.txt; echo y > dfs/sub/y.txt
 run sync; expect_rc 1 "df: tend's file made a directory by another author"
-expect_in "$ERR" "a directory is in the way" "df: the directory named"
+expect_in "$ERR" "the directory p/a.txt (holding inner) is in the way" "df: the directory named"
 [ "$(git -C dfr show refs/heads/main:p/sub/y.txt)" = y ] || fail "df: the rest of the pass (sub/y.txt) was not committed"
 rm dfs/a.txt
 run sync; expect_rc 0 "df: tend's file deleted where another author's directory is"
@@ -244,12 +244,29 @@ expect_in "$ERR" "refs/heads/pages is committed" "says the commit is in"
 run check; expect_rc 1 "the tag is behind"
 expect_in "$OUT" "left behind: tag latest" "check: left behind"
 run sync; expect_rc 1 "still locked"
-expect_in "$ERR" "behind refs/heads/pages" "each sync says the tag stays behind"
+expect_in "$ERR" "(it stays at " "each sync says the tag stays behind"
 rm "$WS/repo3/.git/refs/tags/latest.lock"
+run plan; expect_rc 3 "plan: the tag to move is pending (it said No changes)"
+expect_in "$OUT" "@tag/latest  (left behind at " "plan lists the tag"
+expect_in "$OUT" "1 tag left behind to move to its ref's tip" "plan counts it"
+run status; expect_in "$OUT" "1 tag left behind (tend sync moves it)" "status says so (it said 0 unsettled, nothing else)"
 run sync; expect_rc 0 "lock gone"
 expect_in "$ERR" "note: tag latest moved from" "caught up"
 [ "$(git -C repo3 rev-parse latest)" = "$(git -C repo3 rev-parse pages)" ] || fail "the tag stayed behind the lock"
 run check; expect_rc 0 "no drift after the lock"
+run plan; expect_rc 0 "plan: nothing left"
+# someone else's commit on top of tend's: tend's tag stays on tend's
+# commit (the catch-up moved it onto theirs, saying a pass was cut short)
+git clone -q -b pages repo3 wt3 2>/dev/null && echo theirs > wt3/theirs && git -C wt3 add theirs && git -C wt3 commit -qm theirs && git -C wt3 push -q origin pages || fail "their commit"
+mine=$(git -C repo3 rev-parse latest)
+run check; expect_rc 0 "their commit on top: no drift"
+run plan; expect_rc 0 "their commit on top: nothing to do"
+run sync; expect_rc 0 "their commit on top: sync"
+[ "$(git -C repo3 rev-parse latest)" = "$mine" ] || fail "tend's tag moved onto someone else's commit"
+echo e > src/e
+run sync; expect_rc 0 "tend's next commit"
+[ "$(git -C repo3 rev-parse latest)" = "$(git -C repo3 rev-parse pages)" ] || fail "tend's next commit did not move its tag"
+rm -rf wt3
 # a tag at the tip already is adopted, as plan says
 git -C repo3 tag here pages
 printf '\ttag = here\n' >> tend.conf
@@ -263,7 +280,7 @@ git -C repo3 rev-parse -q --verify refs/tags/here >/dev/null && fail "an adopted
 git -C repo3 tag -f latest "$v1" >/dev/null
 run check; expect_rc 1 "a tag moved by hand is drift"
 expect_in "$OUT" "in the way: tag latest points at" "not tend's any more"
-expect_in "$OUT" "something not tend's is in their way" "check does not promise sync --full repairs it"
+expect_in "$OUT" "something is in their way" "check does not promise sync --full repairs it"
 sed -i '/tag = latest/d' tend.conf
 run sync; expect_rc 0 "tag setting removed"
 expect_in "$OUT" "0 deleted, 1 forgotten" "a tag left where someone moved it is not counted as deleted"
@@ -405,4 +422,21 @@ git -C repo10 rev-parse -q --verify refs/tags/mytag >/dev/null &&
 	fail "the dropped app's tag is left: $(git -C repo10 for-each-ref refs/tags)"
 [ "$(git -C repo10 ls-tree -r --name-only pub)" = "" ] || fail "the drop left entries"
 git -C repo10 fsck --strict >/dev/null 2>&1 || fail "fsck --strict repo10"
+# two of the app's own entries at one name, a file and a directory (x
+# from x.txt, x/y from x/y.txt with name = {dir}/{stem}): libgit2's D/F
+# conflict failed every entry of the commit, the unrelated z too, and the
+# ref got no commit at all (found by a new user); now the file's entry
+# fails naming the other, the rest commits
+rm -rf dfo dfo.git .tend; mkdir -p dfo/x; echo f > dfo/x.txt; echo i > dfo/x/y.txt; echo z > dfo/z.txt
+git init -q --bare dfo.git
+printf '[app "o"]\n\tsource = dfo\n\tname = {dir}/{stem}\n\ttarget = git:dfo.git\n\tref = refs/heads/t\n' > tend.conf
+run sync; expect_rc 1 "own df: the conflict fails"
+expect_in "$ERR" "conflict: x and x/y, two entries of this pass, need x to be a file and a directory in refs/heads/t" "own df: both named"
+[ "$(git -C dfo.git show refs/heads/t:z)" = z ] || fail "own df: the unrelated z was not committed"
+[ "$(git -C dfo.git show refs/heads/t:x/y)" = i ] || fail "own df: x/y was not committed"
+run sync; expect_rc 1 "own df: still in conflict"
+expect_in "$ERR" "if what is in it is this app's, two of its sources collide" "own df: the next sync does not blame another author"
+rm dfo/x.txt
+run sync; expect_rc 0 "own df: one source renamed away"
+run check; expect_rc 0 "own df: no drift"
 finish

@@ -173,7 +173,7 @@ expect_in "$ERR" ':d: in the way' "git: plan names d"
 expect_in "$OUT" "= g git(\"repo.git\", \"refs/heads/pages\", \"\"):c  (adopted" "git: plan: the same blob is adopted"
 run sync; expect_rc 1 "git: sync"
 expect_in "$ERR" "b in refs/heads/pages: an entry tend has no record of writing is in the way" "git: sync names b"
-expect_in "$ERR" "d in refs/heads/pages: a directory tend has no record of writing is in the way" "git: sync names d"
+expect_in "$ERR" "d in refs/heads/pages: the directory d (holding f) is in the way" "git: sync names d"
 [ "$(git -C repo.git show pages:b)" = theirs ] || fail "git: the user's b was replaced"
 [ "$(git -C repo.git show pages:d/f)" = x ] || fail "git: the user's d/ was replaced"
 [ "$(git -C repo.git show pages:e)" = e ] || fail "git: e was not committed"
@@ -324,4 +324,22 @@ for round in 1 2 3 4; do
 	[ -z "$(find out -mindepth 1)" ] || fail "round $round: tend's directories left behind: $(find out -mindepth 1 | head -3)"
 	[ -z "$(ls -A .tend/staging 2>/dev/null)" ] || fail "round $round: the staging directory holds $(ls -A .tend/staging)"
 done
+
+# a drop of an exclusive target deletes what the app wrote, not the
+# user's files added since (it wiped the whole directory, and the git
+# prefix's other author's file, without a word), and says what stays
+rm -rf src out .tend repo.git wt; mkdir -p src/sub; echo a > src/a; echo b > src/sub/b
+printf '[app "d"]\n\tsource = src\n\ttarget = dir:out\n\texclusive = true\n[app "g"]\n\tsource = src\n\ttarget = git:repo.git\n\tref = refs/heads/pages\n\tprefix = p\n\texclusive = true\n' > tend.conf
+git init -q --bare repo.git
+run sync; expect_rc 0 "exclusive: first sync"
+echo mine > out/sub/mine; echo mine2 > out/mine2; mkdir out/userdir; echo u > out/userdir/keep
+git clone -q -b pages repo.git wt 2>/dev/null || fail "exclusive: clone"
+echo u > wt/p/user; git -C wt add . && git -C wt commit -qm user && git -C wt push -q origin pages || fail "exclusive: the user's commit"
+run drop d g; expect_rc 0 "exclusive: drop"
+expect_file out/sub/mine mine; expect_file out/mine2 mine2; expect_file out/userdir/keep u
+expect_gone out/a; expect_gone out/sub/b
+expect_in "$ERR" "note: stays: it holds 3 entries tend did not write (" "exclusive: drop says the directory stays"
+[ "$(git -C repo.git show pages:p/user)" = u ] || fail "exclusive: drop deleted the other author's p/user"
+git -C repo.git cat-file -e pages:p/a 2>/dev/null && fail "exclusive: drop left tend's p/a"
+expect_in "$ERR" "note: stays: it holds 1 entry tend did not write (user)" "exclusive: drop says the prefix stays"
 finish

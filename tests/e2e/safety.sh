@@ -119,14 +119,14 @@ run sync; expect_rc 0 "sync before the directory"
 rm out/a; mkdir out/a; echo mine > out/a/keep
 run check; expect_rc 1 "check with a directory in the way"
 expect_in "$OUT" "drift out/a: in the way: a directory is there now" "check names the directory"
-expect_in "$OUT" "something not tend's is in their way (above): move it, then tend sync" "check's summary"
+expect_in "$OUT" "something is in their way (above): move it (or rename a source that collides), then tend sync" "check's summary"
 expect_not_in "$OUT" "sync --full repairs" "check promises no repair"
 run sync --full; expect_rc 1 "sync --full with a directory in the way"
 expect_in "$ERR" "out/a: a directory is in the way: tend does not remove what it did not write" "sync's error"
 expect_file out/a/keep mine
 run check; expect_in "$OUT" "drift out/a: in the way" "check after the failed sync (pending)"
 rm out/b
-run check; expect_in "$OUT" "tend sync --full repairs 1; in the way of 1 is something not tend's" "check: one of each"
+run check; expect_in "$OUT" "tend sync --full repairs 1; in the way of 1 is something (above)" "check: one of each"
 mv out/a moved-a
 run sync --full; expect_rc 0 "sync once it is moved"
 expect_file out/a a; expect_file out/b b; expect_file moved-a/keep mine
