@@ -59,6 +59,7 @@ struct cli {
 	uint64_t plan_replaces; /* writes over what tend did not write */
 	uint64_t plan_held, plan_failed, plan_strays;
 	uint64_t plan_tags; /* git tags left behind their ref's tip */
+	uint64_t plan_rebuilt; /* undeclared, removed by a destructive rebuild */
 	uint64_t plan_stopped; /* apps whose plan pass stopped on an error */
 	bool destructive; /* plan: this app's target is rebuilt */
 };

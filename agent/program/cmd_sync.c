@@ -115,8 +115,13 @@ plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
 	    !tend_app_strays(ws, a, false, &res->declared, plan_stray, &x, &n) &&
 	    n) {
 		c->pending = true;
-		if (x.going)
+		/* sync --full counts what it removes as deletes; the
+		 * destructive rebuild removes them with the rest of what
+		 * the target held, and says so on its own line */
+		if (c->full)
 			c->plan_ops[2] += n;
+		else if (x.going)
+			c->plan_rebuilt += n;
 		else
 			c->plan_strays += n;
 	}
@@ -221,6 +226,9 @@ plan_summary(struct cli *c)
 		printf(", %llu undeclared in exclusive targets (tend sync "
 		       "--full removes them)",
 		    (unsigned long long)c->plan_strays);
+	if (c->plan_rebuilt)
+		printf(", %llu undeclared to go with the rebuild (marked above)",
+		    (unsigned long long)c->plan_rebuilt);
 	if (c->plan_tags)
 		printf(", %llu tag%s left behind to move to %s ref's tip",
 		    (unsigned long long)c->plan_tags, c->plan_tags == 1 ? ""
@@ -507,6 +515,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 					      "\"delete\": %llu, \"forget\": %llu, "
 					      "\"adopt\": %llu, \"replaces\": %llu, "
 					      "\"held\": %llu, \"tags_behind\": %llu, "
+					      "\"rebuilt_away\": %llu, "
 					      "\"failed\": %llu}\n",
 			    c->json_items.len ? "\n" : "",
 			    c->pending ? "true" : "false",
@@ -518,6 +527,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			    (unsigned long long)c->plan_replaces,
 			    (unsigned long long)c->plan_held,
 			    (unsigned long long)c->plan_tags,
+			    (unsigned long long)c->plan_rebuilt,
 			    (unsigned long long)c->plan_failed);
 		} else if (!c->quiet)
 			plan_summary(c);

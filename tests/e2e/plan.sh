@@ -108,7 +108,7 @@ printf '\texclusive = true\n' >> tend.conf
 run plan; expect_rc 3 "exclusive switched on is pending"
 expect_in "$OUT" "- site out/stray  (not declared: the target is exclusive)" "a foreign file listed"
 expect_in "$OUT" "- site out/sub/  (not declared: the target is exclusive)" "a foreign directory listed"
-expect_in "$OUT" "2 to delete" "counted"
+expect_in "$OUT" "0 to delete, 2 undeclared to go with the rebuild (marked above)" "counted apart from deletes: sync counts no delete for them (plan said 2 to delete)"
 run plan --json; json_ok "$OUT"
 expect_in "$OUT" '"path": "out/stray", "invalidation": null, "stray": true, "needs_full": false' "plan --json lists it"
 run sync; expect_rc 0 "exclusive applied"
