@@ -230,9 +230,9 @@ plan_summary(struct cli *c)
 		printf(", %llu undeclared to go with the rebuild (marked above)",
 		    (unsigned long long)c->plan_rebuilt);
 	if (c->plan_tags)
-		printf(", %llu tag%s left behind to move to %s ref's tip",
+		printf(", %llu tag%s left behind to move back",
 		    (unsigned long long)c->plan_tags, c->plan_tags == 1 ? ""
-		    : "s", c->plan_tags == 1 ? "its" : "their");
+		    : "s");
 	if (c->plan_failed)
 		printf("; %llu failed, nothing planned for %s", (unsigned long
 			long)c->plan_failed,
@@ -332,6 +332,14 @@ sync_by_agent(struct cli *c, struct tend_ws *ws, const char *cmd)
 		tend_pass_from_json(&p, v[k].j);
 		if (p.status)
 			status = EXIT_FAIL;
+		/* what the sinks said beside it (a tag caught up) */
+		const struct tend_json *notes = tend_json_get(v[k].j, "notes");
+		for (const struct tend_json *m = notes && notes->type ==
+			 TEND_JSON_ARR ? notes->child : NULL;
+		     m && !c->quiet; m = m->next)
+			if (m->type == TEND_JSON_STR)
+				fprintf(stderr, "tend: %s: %s\n", v[k].app,
+				    m->s);
 		if (p.error) /* (its messages name the app, or not) */
 			fprintf(stderr, "tend: %s%s%s\n",
 			    strncmp(p.error, v[k].app, al) == 0 &&

@@ -203,6 +203,11 @@ struct pass_ctx {
 	    errors;
 	char *last_err; /* the log says why, once per reason in a row */
 	char *first_err; /* the pass's first failure, for status */
+	/* what sinks said beside applied actions (a tag caught up, a
+	 * directory kept): JSON strings for the pass_finished line, which
+	 * a tend sync handed to the agent prints */
+	struct tend_buf notes;
+	unsigned nnotes;
 	bool preview;		/* collecting a plan */
 	/* the plan's actions: JSON members, and whether each is a delete */
 	char **plan;
@@ -319,6 +324,16 @@ on_engine_event(const struct tend_event *ev, void *arg)
 				tend_display_path(&p, ev->provider, ev->key);
 				logf_(pc->a, 0, "%s: %s: note: %s", ev->app,
 				    p.ptr, ev->note);
+				if (pc->nnotes++ < 16) {
+					struct tend_buf m = TEND_BUF_INIT;
+
+					tend_buf_printf(&m, "%s: note: %s", p.ptr,
+					    ev->note);
+					tend_buf_puts(&pc->notes,
+					    pc->notes.len ? ", " : "");
+					tend_buf_json(&pc->notes, m.ptr);
+					tend_buf_release(&m);
+				}
 			}
 			tend_buf_release(&p);
 		}
@@ -418,7 +433,7 @@ plan_preview(struct agent *a, size_t i)
 {
 	struct appstate *s = &a->apps[i];
 	struct tend_app_config *app = &a->ws->cfg.apps[i];
-	struct pass_ctx pc = {.a = a, .preview = true};
+	struct pass_ctx pc = {.a = a, .notes = TEND_BUF_INIT, .preview = true};
 	struct walk_watch ww = {a, i};
 	struct tend_sync_opts o = {.preview = true, .allow_delete = true,
 	    .on_dir = on_walk_dir, .dir_arg = &ww};
@@ -459,7 +474,7 @@ run_passes(struct agent *a, bool all)
 	for (size_t i = 0; i < a->napps; i++) {
 		struct appstate *s = &a->apps[i];
 		struct tend_app_config *app = &a->ws->cfg.apps[i];
-		struct pass_ctx pc = {.a = a};
+		struct pass_ctx pc = {.a = a, .notes = TEND_BUF_INIT};
 		struct tend_app_result res;
 		struct walk_watch ww = {a, i};
 		struct tend_sync_opts o = {
@@ -575,9 +590,13 @@ run_passes(struct agent *a, bool all)
 		keep_last_pass(a, i);
 		tend_buf_puts(&line, "{\"event\": \"pass_finished\", \"app\": ");
 		tend_buf_json(&line, app->name);
-		tend_buf_printf(&line, ", \"seq\": %llu, %s}\n",
+		tend_buf_printf(&line, ", \"seq\": %llu, %s",
 		    (unsigned long long)a->passes, pj.ptr);
+		if (pc.notes.len)
+			tend_buf_printf(&line, ", \"notes\": [%s]", pc.notes.ptr);
+		tend_buf_puts(&line, "}\n");
 		tend_buf_release(&pj);
+		tend_buf_release(&pc.notes);
 		free(pc.first_err);
 		/* whole: cut short, it would not be JSON */
 		tend_buf_reset(&a->last_summary);

@@ -383,5 +383,19 @@ expect_in "$OUT" "g: 0 created, 1 updated, 0 deleted, 4 verified" "git: the drif
 expect_file out/f3 v3; [ "$(stat -c %a out/f4)" = 644 ] || fail "mode not repaired"
 [ "$(git -C repo show main:f1)" = v1 ] || fail "git entry not repaired"
 run check; expect_rc 0 "no drift after the repairs"
+# a tag a pass left behind, caught up by a sync handed to the agent: its
+# report says so (the note stayed in the agent's log)
+CTL2="python3 $HERE/agentctl.py $WS/fw/.tend/agent.sock"
+"$TEND" watch 2>"$WS/fw-agent.err" & AGENT=$!
+$CTL2 ready || fail "fw: agent ready"
+$CTL2 until "[ \"\$(git -C '$WS/fw/repo' show main:f1 2>/dev/null)\" = v5 ]" -- 'printf "v5\n" > src/f1' || fail "fw: the agent's commit"
+$CTL2 send settle >/dev/null || fail "fw: settle"
+git -C repo update-ref refs/tags/rel main~1
+run plan; expect_in "$OUT" "@tag/rel  (left behind at " "fw: plan lists the tag beside the agent"
+run sync; expect_rc 0 "fw: sync handed to the agent"
+expect_in "$OUT" "applied by the running agent" "fw: the agent ran it"
+expect_in "$ERR" "note: tag rel moved from" "fw: the agent's pass says it moved the tag"
+[ "$(git -C repo rev-parse rel)" = "$(git -C repo rev-parse main)" ] || fail "fw: the tag stayed behind"
+stop_agent
 cd "$WS"
 finish
