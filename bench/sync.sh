@@ -2,7 +2,9 @@
 # bench/sync.sh N [RUNS] - tend sync beside rsync -a --delete, in one run,
 # on a generated tree of N files (copy declaration, dir target):
 #   cold sync, no-op re-sync, 10 files changed, and 10 changed + 5 deleted
-#   + 5 renamed + 5 new. Prints medians (hyperfine) and tend/rsync ratios,
+#   + 5 renamed + 5 new; then a full verify, nothing changed (tend sync
+#   --full beside rsync -a --delete --checksum: both read every file on
+#   both sides). Prints medians (hyperfine) and tend/rsync ratios,
 #   and tend's peak RSS for the cold and no-op syncs.
 # Needs: hyperfine, rsync, python3, a built tend (TEND=, default build/).
 set -eu
@@ -43,6 +45,10 @@ hf cold 3 "$aside" 0
 hf noop "$RUNS" "true" 1
 hf changed10 "$RUNS" "sh -c '$mut --modify 10'" 1
 hf mixed "$RUNS" "sh -c '$mut --modify 10 --delete 5 --rename 5 --create 5'" 1
+hyperfine -N --style basic --runs "$RUNS" --warmup 1 \
+	--export-json "$W/full.json" \
+	-n tend "$TEND sync -q --full" \
+	-n rsync "rsync -a --delete --checksum src/ rdst/" >/dev/null
 # peak RSS (KiB) of a cold and a no-op sync
 rm -rf out .tend
 cold_rss=$(/usr/bin/time -f %M "$TEND" sync -q 2>&1 >/dev/null | tail -1)
@@ -57,7 +63,8 @@ print(f"tend sync vs rsync -a --delete, {int(n):,} files (medians, seconds)")
 print(f"{'workload':<34} {'tend':>8} {'rsync':>8} {'ratio':>7}")
 for key, label in [("cold", "cold sync"), ("noop", "no-op re-sync"),
                    ("changed10", "10 files changed"),
-                   ("mixed", "10 mod + 5 del + 5 ren + 5 new")]:
+                   ("mixed", "10 mod + 5 del + 5 ren + 5 new"),
+                   ("full", "verify all: --full vs --checksum")]:
     r = {x["command"]: statistics.median(x["times"])
          for x in json.load(open(f"{w}/{key}.json"))["results"]}
     print(f"{label:<34} {r['tend']:8.3f} {r['rsync']:8.3f} {r['tend']/r['rsync']:6.2f}x")

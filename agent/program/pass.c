@@ -189,6 +189,37 @@ held_entries(struct run *r)
 
 #define SIG_CHUNK 65536
 
+static int
+forget_body(struct tend_txn *txn, void *arg)
+{
+	struct run *r = arg;
+	struct tend_buf k = TEND_BUF_INIT;
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < r->nvanished; i++) {
+		sig_key(&k, r->app->name, r->vanished[i], strlen(r->vanished[i]));
+		rc = tend_store_del(txn, TEND_T_SIG, k.ptr, k.len);
+	}
+	tend_buf_release(&k);
+	return rc;
+}
+
+/*
+ * Before a pass deletes what vanished items declared: their SIG rows go,
+ * durably, first. Kept until the end of the pass (as they were), a kill
+ * in between left the rows of files whose deletes were pending: brought
+ * back as they were, the files matched their rows, were never read nor
+ * declared again, and their states stayed unsettled for good (status,
+ * check and plan disagreeing) until a sync --full.
+ */
+static int
+forget_vanished(struct run *r)
+{
+	if (r->o->preview || r->hold || !r->nvanished)
+		return 0;
+	return tend_store_write(tend_engine_store(r->ws->eng), forget_body, r);
+}
+
 /* After an engine pass: bring the signatures up to date, report held
  * deletes. */
 int
@@ -444,6 +475,8 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	tend_engine_set_batch(ws->eng, app_batch(app));
 	if (o->full && !o->preview && !r.unsure &&
 	    (rc = full_mark(ws, app->name, true)))
+		goto out;
+	if ((rc = forget_vanished(&r)))
 		goto out;
 	rc = tend_engine_run(ws->eng, app->name, root_body, &r, &po,
 	    &res->stats);
@@ -896,8 +929,9 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	}
 	if (!o->preview)
 		tend_engine_set_settle_hook(ws->eng, settle_sig, &r);
-	rc = tend_engine_run_partial(ws->eng, app->name, partial_body, &pa,
-	    &po, &res->stats);
+	if ((rc = forget_vanished(&r)) == 0)
+		rc = tend_engine_run_partial(ws->eng, app->name, partial_body,
+		    &pa, &po, &res->stats);
 	tend_engine_set_settle_hook(ws->eng, NULL, NULL);
 	current_run = NULL;
 	rc = pass_done(&r, rc);
