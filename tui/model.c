@@ -539,6 +539,7 @@ tm_feed(struct tm_model *m, const char *line, double now)
 			action_from(&a, c, now);
 			pending_add(m, &a);
 		}
+
 	} else if (strcmp(ev, "action_pending") == 0) {
 		action_from(&a, j, now);
 		a.live = true;
@@ -722,6 +723,12 @@ app_pending(const struct tm_model *m, size_t i, unsigned long long *held)
 			n++;
 			*held += m->pending[k].held;
 		}
+	/* the agent's plan lists its first actions only (PLAN_LIST_MAX):
+	 * past them its status counts them */
+	if (m->apps[i].pending > n)
+		n = m->apps[i].pending;
+	if (m->apps[i].held > *held)
+		*held = m->apps[i].held;
 	return n;
 }
 
@@ -817,11 +824,16 @@ tm_rows(const struct tm_model *m, enum tm_panel p, size_t *n)
 static size_t
 held_count(const struct tm_model *m)
 {
-	size_t n = 0;
+	size_t n = 0, listed = 0;
+	unsigned long long h;
 
+	for (size_t i = 0; i < m->napps; i++) {
+		app_pending(m, i, &h);
+		n += (size_t)h;
+	}
 	for (size_t i = 0; i < m->npending; i++)
-		n += m->pending[i].held;
-	return n;
+		listed += m->pending[i].held;
+	return n > listed ? n : listed;
 }
 
 void
@@ -833,7 +845,15 @@ tm_title(const struct tm_model *m, enum tm_panel p, struct tend_buf *b)
 	if (p == TM_PENDING) {
 		size_t held = held_count(m);
 
-		tend_buf_printf(b, " (%zu)", m->npending);
+		unsigned long long all = 0, h;
+
+		for (size_t i = 0; i < m->napps; i++)
+			all += app_pending(m, i, &h);
+		if (all > m->npending)
+			tend_buf_printf(b, " (%llu, the first %zu listed)", all,
+			    m->npending);
+		else
+			tend_buf_printf(b, " (%zu)", m->npending);
 		if (held)
 			tend_buf_printf(b, " - %zu deletes HELD by the delete "
 					   "brake: a approves", held);

@@ -595,12 +595,10 @@ writer_open(struct tend_ws *ws, const char *who)
 		return EXIT_USAGE;
 	}
 	if (pid) {
-		bool sync = strcmp(who, "tend sync") == 0;
-
 		say_error("an agent (pid %d) runs for this workspace and "
-			  "applies changes itself; it takes a plain `tend "
-			  "sync`, not %s%s: stop it first (kill -TERM %d)",
-		    pid, who, sync ? " with these options" : "", pid);
+			  "applies changes itself; it takes `tend sync` and "
+			  "`tend sync --allow-delete` (every app), not `%s`: "
+			  "stop it first (kill -TERM %d)", pid, who, pid);
 		return EXIT_USAGE;
 	}
 	if (tend_ws_open(ws) || tend_ws_lock(ws, who)) {

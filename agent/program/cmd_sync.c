@@ -409,8 +409,17 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		if ((rc = sync_by_agent(c, ws, c->allow_delete
 			     ? "approve\nsync" : "sync")) >= 0)
 			return rc;
+		if (tend_ws_agent_pid(ws) > 0) {
+			/* it runs, and did not answer */
+			say_error("an agent (pid %d) runs for this workspace "
+				  "but did not answer the sync: %s (its log: "
+				  "%s/agent.log)", tend_ws_agent_pid(ws),
+			    tend_error_last(), ws->state_dir);
+			return EXIT_FAIL;
+		}
 	}
-	if (!preview && (rc = writer_open(ws, "tend sync")))
+	if (!preview && (rc = writer_open(ws, c->full ? "tend sync --full"
+			     : c->napps ? "tend sync APP..." : "tend sync")))
 		return rc;
 	ws->readonly = preview;
 	/* --full reads everything: the store's counters too, recounted

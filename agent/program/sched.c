@@ -399,8 +399,14 @@ engine_event(const struct tend_event *ev, void *arg)
 
 /* ---- plans ---- */
 
+/* A plan event lists this many actions, and counts the rest: one of
+ * 3000 held deletes (450 KB) was past what a client may have unread, and
+ * every dashboard and sync that asked was dropped */
+#define PLAN_LIST_MAX 500
+
 static void
-plan_set(struct agent *a, size_t i, const char *actions, size_t n)
+plan_set(struct agent *a, size_t i, const char *actions, size_t n,
+    size_t more, size_t more_held)
 {
 	struct appstate *s = &a->apps[i];
 	struct tend_buf line = TEND_BUF_INIT;
@@ -412,12 +418,15 @@ plan_set(struct agent *a, size_t i, const char *actions, size_t n)
 		return; /* still nothing */
 	tend_buf_puts(&line, "{\"event\": \"plan\", \"app\": ");
 	tend_buf_json(&line, a->ws->cfg.apps[i].name);
-	tend_buf_printf(&line, ", \"held\": %llu, \"queued\": %zu, "
-			       "\"actions\": [%s]}\n",
-	    (unsigned long long)s->held, queued, actions ? actions : "");
+	tend_buf_printf(&line, ", \"held\": %llu, \"queued\": %zu, ",
+	    (unsigned long long)s->held, queued);
+	if (more)
+		tend_buf_printf(&line, "\"more\": %zu, \"more_held\": %zu, ",
+		    more, more_held);
+	tend_buf_printf(&line, "\"actions\": [%s]}\n", actions ? actions : "");
 	free(s->plan);
 	s->plan = tend_buf_detach(&line, NULL);
-	s->nplan = n;
+	s->nplan = n + more;
 	s->plan_queued = queued;
 	broadcast(a, s->plan);
 }
@@ -447,15 +456,23 @@ plan_preview(struct agent *a, size_t i)
 		tend_app_sync_paths(a->ws, app, s->dirty, s->ndirty, &o, &res);
 	current_pass = NULL;
 	bool hold = res.brake && !a->o->allow_delete && !s->approved;
+	size_t more = 0, more_held = 0;
 	for (size_t k = 0; k < pc.nplan; k++) {
-		tend_buf_printf(&all, "%s{%s, \"held\": %s}", k ? ", " : "",
-		    pc.plan[k], hold && pc.plan_del[k] ? "true" : "false");
+		bool held = hold && pc.plan_del[k];
+
+		if (k < PLAN_LIST_MAX)
+			tend_buf_printf(&all, "%s{%s, \"held\": %s}",
+			    k ? ", " : "", pc.plan[k], held ? "true" : "false");
+		else {
+			more++;
+			more_held += held;
+		}
 		free(pc.plan[k]);
 	}
 	free(pc.plan);
 	free(pc.plan_del);
 	tend_app_result_finish(&res);
-	plan_set(a, i, all.ptr, pc.nplan);
+	plan_set(a, i, all.ptr, pc.nplan - more, more, more_held);
 	tend_buf_release(&all);
 }
 
@@ -622,7 +639,7 @@ run_passes(struct agent *a, bool all)
 		if (s->held)
 			plan_preview(a, i);
 		else
-			plan_set(a, i, NULL, 0);
+			plan_set(a, i, NULL, 0, 0, 0);
 		/* push = REMOTE: what this pass committed (at once), or what
 		 * an earlier run could not push (on its retry's time) */
 		push_kick(a, i, pc.created + pc.updated + pc.deleted > 0);

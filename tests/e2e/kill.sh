@@ -15,6 +15,20 @@ while [ $d -lt 50 ]; do
 done
 conf_site ""
 killed=0
+# how long a --full takes here (it reads every file; it rewrote every one
+# until it learned to leave what had not drifted): the odd rounds' kills
+# land inside it, whatever the build
+ms_of() { t0=$(date +%s%N); "$@" >/dev/null 2>&1; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000000 )); }
+"$TEND" sync -q >/dev/null 2>&1
+fullms=$(ms_of "$TEND" sync -q --full)
+printf 'calibrate\n' >> src/d1/f1
+incms=$(ms_of "$TEND" sync -q)
+# kills land in the first three quarters of a run's time (a run under
+# load takes longer; half of them killed is the least this test takes)
+fullms=$(( fullms * 3 / 4 )); incms=$(( incms * 3 / 4 ))
+[ $fullms -ge 10 ] || fullms=10
+[ $fullms -le 999 ] || fullms=999
+[ $incms -ge 5 ] || incms=5
 i=1
 while [ $i -le $ITERS ]; do
 	# change something every round so there is work to interrupt
@@ -26,9 +40,9 @@ while [ $i -le $ITERS ]; do
 	done
 	rm -f src/d$((i % 50))/new$((i - 1))
 	printf 'new %d\n' $i > src/d$((i % 50))/new$i
-	# odd rounds re-apply all 5,000 entries (--full, about a second
-	# here), even rounds only the changes: kills land anywhere in both
-	if [ $((i % 2)) = 1 ]; then full=--full; span=1000; else full=; span=25; fi
+	# odd rounds re-apply all 5,000 entries (--full), even rounds only
+	# the changes: kills land anywhere in both
+	if [ $((i % 2)) = 1 ]; then full=--full; span=$fullms; else full=; span=$incms; fi
 	"$TEND" sync -q $full >/dev/null 2>&1 &
 	pid=$!
 	ms=$(( (i * 7919) % span ))

@@ -151,6 +151,39 @@ expect_in "$OUT" "applied by the running agent" "br3: handed to the agent"
 expect_in "$OUT" ", 22 deleted" "br3: the report counts the deletes"
 [ ! -e out/br3/h12 ] && [ ! -e out/br3/h29 ] && [ -e out/br3/h3 ] || fail "br3: the approved deletes: $(ls out/br3 | wc -l) files left"
 expect_not_in "$("$TEND" status)" "deletes held" "br3: nothing held after"
+# thousands held: the plan event that listed every one (450 KB) was past
+# what a client may have unread, so every dashboard, sync and approve
+# that asked was dropped, and a plain sync was refused with a message
+# about options (a new user's trial); the plan lists the first 500 and
+# counts the rest
+mkdir -p src/lots; i=1; while [ $i -le 3000 ]; do echo $i > src/lots/m$i; i=$((i+1)); done
+until_ '[ -e out/lots/m3000 ]' 'touch src/lots' "many: 3000 files applied"
+until_ '"$TEND" status | grep -q "unsettled, 3000 deletes held"' "kill -STOP $AGENT; rm -r src/lots; kill -CONT $AGENT" "many: the brake holds 3000"
+# a dashboard's subscription: the held plan arrives whole, on one line
+sub=$(python3 -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"subscribe\n")
+buf, end = b"", time.time() + 10
+while b"\"event\": \"plan\"" not in buf and time.time() < end:
+    s.settimeout(max(0.01, end - time.time()))
+    try:
+        d = s.recv(65536)
+    except socket.timeout:
+        break
+    if not d:
+        break
+    buf += d
+for l in buf.decode().splitlines():
+    if "\"event\": \"plan\"" in l:
+        print(l[:200])' "$WS/.tend/agent.sock")
+expect_in "$sub" '"more": 2500, "more_held": 2500' "many: the plan counts what it does not list"
+run sync; expect_rc 1 "many: a plain sync beside the agent (held deletes fail it)"
+expect_in "$OUT" "applied by the running agent" "many: the agent answered"
+expect_in "$ERR" "3000 source items vanished" "many: it says why"
+run sync --allow-delete; expect_rc 0 "many: sync --allow-delete beside the agent"
+expect_in "$OUT" ", 3000 deleted" "many: the approved deletes"
+[ ! -e out/lots ] || fail "many: out/lots left: $(ls out/lots | wc -l) files"
+! grep -q "dropping a client" "$WS/agent.err" || fail "many: a client was dropped"
 # held, then every one of them back: the hold ends there (a later single
 # delete is not held for want of a full pass)
 mkdir -p src/br2; for i in $(seq 1 30); do echo $i > src/br2/g$i; done
