@@ -579,6 +579,39 @@ put_last(struct tend_txn *txn, void *arg)
 	    lp->text.ptr, lp->text.len);
 }
 
+/* The last line of STATE/agent.log, without "tend watch: " */
+static void
+last_log_line(const char *state, char *out, size_t n)
+{
+	struct tend_buf p = TEND_BUF_INIT;
+	char buf[4096];
+	int fd;
+	ssize_t len = 0;
+
+	tend_buf_printf(&p, "%s/agent.log", state);
+	fd = open(p.ptr, O_RDONLY | O_CLOEXEC);
+	tend_buf_release(&p);
+	if (fd < 0)
+		return;
+	off_t end = lseek(fd, 0, SEEK_END);
+	if (end > 0 && lseek(fd, end > (off_t)sizeof buf - 1 ? end -
+		(off_t)sizeof buf + 1 : 0, SEEK_SET) >= 0)
+		len = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (len <= 0)
+		return;
+	buf[len] = '\0';
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
+		buf[--len] = '\0';
+	char *l = strrchr(buf, '\n');
+	l = l ? l + 1 : buf;
+	if (strncmp(l, "tend watch: ", 12) == 0)
+		l += 12;
+	size_t k = strlen(l) < n ? strlen(l) : n - 1;
+	memcpy(out, l, k);
+	out[k] = '\0';
+}
+
 /*
  * Open the workspace to write to it: refused while an agent runs (it
  * applies changes itself; a second writer beside it would race it), and
@@ -893,9 +926,14 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 				ssize_t n = read(p[0], buf, sizeof buf);
 				close(p[0]);
 				if (n <= 0) {
+					/* why: the log's last line (another
+					 * agent runs, a bad tend.conf...) */
+					char why[512] = "";
+					last_log_line(ws.state_dir, why,
+					    sizeof why);
 					fprintf(stderr, "tend watch: the agent did "
-							"not start (see %s/agent.log)\n",
-					    ws.state_dir);
+							"not start%s%s (see %s/agent.log)\n",
+					    why[0] ? ": " : "", why, ws.state_dir);
 					return EXIT_FAIL;
 				}
 				printf("agent started, pid %d\n", (int)pid);

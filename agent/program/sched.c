@@ -337,6 +337,16 @@ on_engine_event(const struct tend_event *ev, void *arg)
 			}
 			tend_buf_release(&p);
 		}
+		/* said as tend sync says it: not an entry, not counted */
+		if (ev->container && ev->invalidation == 2 && !pc->preview) {
+			struct tend_buf p = TEND_BUF_INIT;
+
+			tend_display_path(&p, ev->provider, ev->key);
+			logf_(pc->a, 0, "%s: ! destructive %s (rebuilt from the "
+			    "declared entries only: what else was in it is "
+			    "removed)", ev->app, p.ptr);
+			tend_buf_release(&p);
+		}
 		if (tend_event_is_refresh(ev) || pc->preview)
 			return;
 		if (tend_event_counts(ev)) {
@@ -594,6 +604,7 @@ run_passes(struct agent *a, bool all)
 		    .failed = pc.failed,
 		    .errors = pc.errors, .held_deletes = res.held_deletes,
 		    .files = res.files, .read = res.hashed,
+		    .links_skipped = res.links_skipped,
 		    /* failed and errors count what the pass's own
 		     * messages said; an error of the app is news */
 		    .error = rc && (res.error || res.held_deletes ||
