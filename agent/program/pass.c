@@ -879,9 +879,14 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 			       &v) == 0 &&
 		    sig_decode(&v, &old);
 		char *abs = path_join(r.source, p);
-		bool present = lstat(abs, &st) == 0 &&
+		bool there = lstat(abs, &st) == 0;
+		bool present = there &&
 		    (S_ISREG(st.st_mode) || (wo.links && S_ISLNK(st.st_mode))) &&
 		    tend_walk_includes(r.source, &wo, p);
+		/* counted as a full pass's walk counts it (symlinks = skip) */
+		if (there && S_ISLNK(st.st_mode) && !wo.links &&
+		    tend_walk_includes(r.source, &wo, p))
+			res->links_skipped++;
 		if (!present) {
 			free(abs);
 			if (had) {

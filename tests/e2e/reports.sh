@@ -396,6 +396,12 @@ run sync; expect_rc 0 "fw: sync handed to the agent"
 expect_in "$OUT" "applied by the running agent" "fw: the agent ran it"
 expect_in "$ERR" "note: tag rel moved from" "fw: the agent's pass says it moved the tag"
 [ "$(git -C repo rev-parse rel)" = "$(git -C repo rev-parse main)" ] || fail "fw: the tag stayed behind"
+# the agent's pass lines say what tend sync's say: a symlink skipped, and
+# a destructive rebuild (they said neither: a new user's trial)
+$CTL2 until "grep -q 'd: .*1 symlink skipped' '$WS/fw-agent.err'" -- 'ln -s f1 src/lnk' || fail "fw: the agent counts a skipped symlink"
+echo mine > out/stray
+$CTL2 until "grep -q 'd: ! destructive out/ (rebuilt from the declared entries only' '$WS/fw-agent.err'" -- "sed -i '0,/target = dir:out/s//target = dir:out\\n\\texclusive = true/' tend.conf" || fail "fw: the agent says the rebuild"
+[ ! -e out/stray ] || fail "fw: the exclusive switch kept the stray"
 stop_agent
 cd "$WS"
 finish

@@ -41,6 +41,9 @@ $CTL ready || fail "agent ready"
 # 56: a second agent for the same workspace is refused, naming the first
 run watch; [ "$RC" != 0 ] || fail "56: a second agent started"
 expect_in "$ERR" "another agent (pid $AGENT) runs for this workspace" "56: the refusal"
+# ... also --daemon, whose parent said only "see agent.log"
+run watch --daemon; [ "$RC" != 0 ] || fail "56: a second daemon started"
+expect_in "$ERR" "the agent did not start: another agent (pid $AGENT) runs for this workspace" "56: --daemon says why"
 base=$(applied)
 $CTL until 'true' -- 'touch src/f2' >/dev/null || fail "51: touch under the agent"
 sleep 0.4
