@@ -1692,6 +1692,7 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 
 	amend_get(pass, repo, ref, &am);
 	for (int attempt = 0; attempt < RETRIES; attempt++) {
+		struct tend_buf mine = TEND_BUF_INIT; /* tags to move */
 		git_oid tip, tree_id, base_id, commit_id;
 		git_commit *parent = NULL, *tipc = NULL;
 		git_tree *base = NULL, *newtree = NULL;
@@ -1808,6 +1809,19 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 		/* the objects are on disk before any ref names them */
 		if ((rc = packer_flush(pk, repo, &commit_id)))
 			goto next;
+		/* the tags that will follow it: their records say where
+		 * they go before the ref moves (a kill between the two
+		 * leaves a record tags_catch_up finishes) */
+		for (size_t off = 0; off < spec->tagslen;) {
+			const char *tag = spec->tags + off;
+			git_oid cur;
+			bool exists;
+
+			off += strlen(tag) + 1;
+			if (tag_may_move(repo, ref, tag, &commit_id, &cur,
+				&exists))
+				tend_buf_put(&mine, tag, strlen(tag) + 1);
+		}
 		/* compare-and-swap: only if the ref is still our base */
 		locks_note(repo, ref, &commit_id);
 		if ((rc = injected("git-ref-update", "update", ref)))
@@ -1832,22 +1846,15 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 		else if (rc)
 			rc = git_fail("update", ref);
 		/* tags kept on the synced commit follow it; one that
-		 * cannot is said in *tagerr: the commit is in */
-		for (size_t off = 0; rc == 0 && off < spec->tagslen;) {
-			const char *tag = spec->tags + off;
+		 * cannot is said in *tagerr: the commit is in. (A tag that
+		 * is not tend's stays: its own action says so.) */
+		for (size_t off = 0; rc == 0 && off < mine.len;) {
+			const char *tag = mine.ptr + off;
 			git_object *obj = NULL;
 			git_oid out;
-
-			git_oid cur;
-			bool exists;
 			int tr;
 
 			off += strlen(tag) + 1;
-			/* a tag that is not tend's stays: its own action
-			 * says so */
-			if (!tag_may_move(repo, ref, tag, &commit_id, &cur,
-				&exists))
-				continue;
 			tag_note(repo, tag, &commit_id);
 			if ((tr = injected("git-tag-update", "tag", tag)) == 0 &&
 			    ((tr = git_object_lookup(&obj, repo, &commit_id,
@@ -1882,6 +1889,7 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 		}
 	next:
 		/* done, failed, or (TEND_ECONFLICT) go round again */
+		tend_buf_release(&mine);
 		git_reference_free(newref);
 		git_signature_free(author);
 		git_signature_free(committer);
@@ -1958,8 +1966,16 @@ tag_behind(git_repository *repo, const char *ref, const char *tag,
 	*missing = git_reference_name_to_id(cur, repo, full.ptr) != 0;
 	tend_buf_release(&full);
 	git_error_clear();
+	git_oid tip;
+
+	/* `to` is written before the ref moves: it counts once the ref
+	 * holds it (its tip, or below the tip: someone committed on top);
+	 * a move that never happened (killed, refused) leaves it off */
 	if (!tag_recorded_to(repo, tag, to) || !tag_follows(repo, tag, ref) ||
-	    git_object_lookup(&o, repo, to, GIT_OBJECT_COMMIT) != 0)
+	    git_object_lookup(&o, repo, to, GIT_OBJECT_COMMIT) != 0 ||
+	    git_reference_name_to_id(&tip, repo, ref) != 0 ||
+	    (!git_oid_equal(&tip, to) &&
+		git_graph_descendant_of(repo, &tip, to) != 1))
 		behind = false;
 	else
 		behind = *missing || (!git_oid_equal(cur, to) &&
