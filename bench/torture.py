@@ -628,7 +628,7 @@ class Torture:
         caught = [l for l in errs if l.startswith("tend: pages: ") and
                   ": note: tag latest moved from " in l]
         kept = [l for l in errs if l.startswith(("tend: pages: ",
-                "tend: site: ")) and ": note: stays: it holds " in l]
+                "tend: site: ")) and ": note: stays, with what tend did not write" in l]
         bad = [l for l in errs if l not in expected and l not in locks
                and l not in caught and l not in kept]
         self.stats["locks"] += len(locks)

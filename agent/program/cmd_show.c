@@ -462,11 +462,13 @@ say_drop_interrupted(struct tend_buf *b, const char *app, long long when)
 }
 
 static void
-count_tag(const char *tag, const char *at, const char *tip, void *arg)
+count_tag(const char *tag, const char *at, const char *tip, const char *lock,
+    void *arg)
 {
 	(void)tag;
 	(void)at;
 	(void)tip;
+	(void)lock;
 	(*(int *)arg)++;
 }
 

@@ -72,12 +72,25 @@ struct tag_plan {
 /* A tag a pass left behind: the next sync moves it to the ref's tip
  * (check says "left behind"), so plan lists it as an update */
 static void
-plan_tag(const char *tag, const char *at, const char *tip, void *arg)
+plan_tag(const char *tag, const char *at, const char *tip, const char *lock,
+    void *arg)
 {
 	struct tag_plan *t = arg;
 	struct cli *c = t->c;
 	struct tend_buf path = TEND_BUF_INIT;
 
+	if (lock) {
+		/* the sync would fail it: said as plan says a failure */
+		c->plan_failed++;
+		fprintf(stderr, "tend: %s: git(\"%s\", \"%s\", \"%s\"):@tag/%s: "
+				"left behind at %s, and %s exists: the sync "
+				"cannot move it (a git command holds it, or one "
+				"was killed; delete it if none runs)\n",
+		    t->a->name, t->a->target_path, t->a->ref,
+		    t->a->prefix ? t->a->prefix : "", tag, at ? at :
+		    "(missing)", lock);
+		return;
+	}
 	t->n++;
 	tend_buf_printf(&path, "git(\"%s\", \"%s\", \"%s\"):@tag/%s",
 	    t->a->target_path, t->a->ref, t->a->prefix ? t->a->prefix : "",
@@ -548,6 +561,9 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			    (unsigned long long)c->plan_failed);
 		} else if (!c->quiet)
 			plan_summary(c);
+		/* (a failure the passes did not see: a tag's lock) */
+		if (status == 0 && c->plan_failed)
+			status = EXIT_FAIL;
 		if (status == 0 && c->pending)
 			status = EXIT_PENDING;
 	} else if (c->json)

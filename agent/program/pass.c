@@ -262,8 +262,8 @@ pass_done(struct run *r, int rc)
 		    "%s: %llu source items vanished; their deletes are held "
 		    "back (%s, or raise max-delete)", r->app->name,
 		    (unsigned long long)r->res->held_deletes, r->o->agent
-			? "approve them: key a in tend top, or the socket's "
-			  "approve"
+			? "approve them: key a in tend top, the socket's "
+			  "approve, or tend sync --allow-delete"
 			: "tend sync --allow-delete");
 	return rc;
 }

@@ -964,14 +964,14 @@ say_kept(struct tend_apply_result *r, int dirfd)
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
 		if (n++ < 3)
-			tend_buf_printf(&names, "%s%s", n > 1 ? ", " : "",
-			    e->d_name);
+			tend_buf_printf(&names, "%s%s%s", n > 1 ? ", " : "",
+			    e->d_name, e->d_type == DT_DIR ? "/" : "");
 	}
 	closedir(d);
 	if (n)
-		tend_apply_note(r, "stays: it holds %zu entr%s tend did not "
-		    "write (%s%s)", n, n == 1 ? "y" : "ies", names.ptr,
-		    n > 3 ? ", ..." : "");
+		tend_apply_note(r, "stays, with what tend did not write in it "
+		    "(%zu entr%s left: %s%s)", n, n == 1 ? "y" : "ies",
+		    names.ptr, n > 3 ? ", ..." : "");
 	tend_buf_release(&names);
 }
 

@@ -2150,7 +2150,14 @@ tend_git_tags_behind(const char *repo, const char *state, const char *ref,
 			git_oid_tostr(athex, sizeof athex, &cur);
 			athex[12] = '\0';
 		}
-		fn(tags[i], missing ? NULL : athex, tiphex, arg);
+		struct tend_buf lock = TEND_BUF_INIT;
+		struct stat st;
+
+		tend_buf_printf(&lock, "%srefs/tags/%s.lock",
+		    git_repository_commondir(r), tags[i]);
+		fn(tags[i], missing ? NULL : athex, tiphex,
+		    lstat(lock.ptr, &st) == 0 ? lock.ptr : NULL, arg);
+		tend_buf_release(&lock);
 		count++;
 	}
 	tags_file = NULL;
@@ -3087,10 +3094,11 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			(void)git_tree_lookup(&sub, repo, git_tree_entry_id(e));
 		size_t k = sub ? git_tree_entrycount(sub) : 0;
 		if (k)
-			tend_apply_note(&results[idx[i]], "stays: it holds %zu "
-			    "entr%s tend did not write (%s%s)", k, k == 1 ? "y"
-			    : "ies", git_tree_entry_name(git_tree_entry_byindex(
-				sub, 0)), k > 1 ? ", ..." : "");
+			tend_apply_note(&results[idx[i]], "stays, with what "
+			    "tend did not write in it (%zu entr%s left: %s%s)",
+			    k, k == 1 ? "y" : "ies",
+			    git_tree_entry_name(git_tree_entry_byindex(sub, 0)),
+			    k > 1 ? ", ..." : "");
 		if (sub != t)
 			git_tree_free(sub);
 		git_tree_entry_free(e);

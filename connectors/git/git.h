@@ -121,7 +121,7 @@ int tend_git_push_ahead(const struct tend_git_push *p,
  * otherwise. Returns how many, or -1 if the repository cannot be read.
  */
 typedef void tend_git_tag_fn(const char *tag, const char *at,
-    const char *tip, void *arg);
+    const char *tip, const char *lock, void *arg);
 int tend_git_tags_behind(const char *repo, const char *state,
     const char *ref, char *const *tags, size_t n, tend_git_tag_fn *fn,
     void *arg);

@@ -338,8 +338,9 @@ echo u > wt/p/user; git -C wt add . && git -C wt commit -qm user && git -C wt pu
 run drop d g; expect_rc 0 "exclusive: drop"
 expect_file out/sub/mine mine; expect_file out/mine2 mine2; expect_file out/userdir/keep u
 expect_gone out/a; expect_gone out/sub/b
-expect_in "$ERR" "note: stays: it holds 3 entries tend did not write (" "exclusive: drop says the directory stays"
+expect_in "$ERR" "note: stays, with what tend did not write in it (3 entries left: " "exclusive: drop says the directory stays"
+expect_in "$ERR" "sub/" "exclusive: a directory named as one"
 [ "$(git -C repo.git show pages:p/user)" = u ] || fail "exclusive: drop deleted the other author's p/user"
 git -C repo.git cat-file -e pages:p/a 2>/dev/null && fail "exclusive: drop left tend's p/a"
-expect_in "$ERR" "note: stays: it holds 1 entry tend did not write (user)" "exclusive: drop says the prefix stays"
+expect_in "$ERR" "note: stays, with what tend did not write in it (1 entry left: user)" "exclusive: drop says the prefix stays"
 finish

@@ -128,7 +128,7 @@ held=$("$TEND" status | sed -n 's/.*unsettled, \([0-9]*\) deletes held.*/\1/p')
 [ -n "$held" ] && [ "$held" -ge 20 ] || fail "held count: '$held'"
 # the agent's log says how to release them where it runs (a plain sync
 # --allow-delete is refused beside it)
-grep -q "deletes are held back (approve them: key a in tend top, or the socket's approve" "$WS/agent.err" ||
+grep -q "deletes are held back (approve them: key a in tend top, the socket's approve, or tend sync --allow-delete" "$WS/agent.err" ||
 	fail "the agent's brake message: $(grep 'held back' "$WS/agent.err")"
 until_ '[ "$(cat out/brake/other 2>/dev/null)" = o ]' 'echo o > src/brake/other' "an unrelated change"
 expect_in "$("$TEND" status)" "unsettled, $held deletes held" "still held after another pass"
