@@ -255,9 +255,13 @@ visit(struct tend_engine *eng, struct tend_txn *txn, const char *app,
 				/* (a pending delete not known done, nor what
 				 * no check was asked about) */
 				if (si.pending && (si.drift || !asked) && !way)
-					si.drift = "a failed or interrupted "
-						   "apply: the next sync "
-						   "retries it";
+					si.drift = !si.record && before
+					    /* what it would delete is there */
+					    ? "a delete cut short: the next sync "
+					      "deletes it, or keeps it if its "
+					      "source is back"
+					    : "a failed or interrupted apply: "
+					      "the next sync retries it";
 				if (si.drift && ndrift)
 					(*ndrift)++;
 			}

@@ -21,6 +21,9 @@ run check; expect_rc 1 "check after the killed deletes"
 n=$(printf '%s\n' "$OUT" | grep -c '^drift ')
 [ "$n" = 81 ] || fail "check: $n drifted, want the 81 deletes not done ($OUT)"
 expect_in "$OUT" "81 target state(s) drifted: interrupted applies: the next tend sync retries them" "check's count, and what mends them (it said sync --full)"
+# each says what the next sync does with it: deletes it, unless its
+# source is back (a new user restored the folder, and read "retries it")
+expect_in "$OUT" ": a delete cut short: the next sync deletes it, or keeps it if its source is back" "check: a delete cut short"
 echo changed > out/a/f2.txt
 run check; expect_in "$OUT" "82 target state(s) drifted: tend sync --full repairs 1; the next tend sync retries 81 (interrupted)" "check: one edited, 81 interrupted"
 echo "f 2" > out/a/f2.txt
