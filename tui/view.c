@@ -252,8 +252,15 @@ tv_draw(struct tm_model *m, double now)
 		    m->filter[m->focus]);
 	else if (m->message[0])
 		tend_buf_printf(&st, "%s", m->message);
-	else
+	else if (strlen(tm_keys_line) <= (size_t)W)
 		tend_buf_puts(&st, tm_keys_line);
+	else {
+		/* narrower than the keys: one space between them, so that
+		 * the last ("a approve", what a held delete needs) stays */
+		for (const char *k = tm_keys_line; *k; k++)
+			if (!(k[0] == ' ' && k[1] == ' '))
+				tend_buf_putc(&st, *k);
+	}
 	put_line(H - 1, 0, W, st.ptr, A_REVERSE);
 	tend_buf_release(&st);
 

@@ -221,7 +221,7 @@ no_screen "approve the deletes the delete brake holds" "help closed"
 # 80x24 still shows the header, the panels and the keys
 $TM resize-window -t top -x 80 -y 24
 wait_screen "^Tracked states" "80x24: tree panel"
-wait_screen "^q quit  \? help" "80x24: status line"
+wait_screen "^q quit \? help .* a approve" "80x24: status line, whole (it was cut at 'a a')"
 wait_screen "agent $AGENT watching" "80x24: header"
 [ "$(screen | wc -l)" -le 24 ] || fail "80x24: more than 24 lines"
 # every field of the header whole (queue and passes were cut), each
