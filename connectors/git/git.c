@@ -1272,27 +1272,39 @@ tags_split(char *l, char *f[5])
 	return k == 5;
 }
 
-/* Does tend's record say the tag follows `ref`? */
-static bool
-tag_follows(git_repository *repo, const char *tag, const char *ref)
+/* The record of (repo, tag), a copy to free, or NULL (none, or no state
+ * directory); *ok: it splits into its fields f (tags_split) */
+static char *
+tag_line(git_repository *repo, const char *tag, char *f[5], bool *ok)
 {
 	struct tend_buf text = TEND_BUF_INIT;
 	const char *l;
-	char *f[5];
+	char *line = NULL;
 	size_t len;
-	bool yes = true;
 
+	*ok = false;
 	if (!tags_file)
-		return true;
+		return NULL;
 	tags_read(&text);
 	if ((l = tags_find(text.ptr, git_repository_path(repo), tag, &len))) {
-		char *line = tend_xmemdup(l, len + 1);
-
+		line = tend_xmemdup(l, len + 1);
 		line[len] = '\0';
-		yes = tags_split(line, f) && strcmp(f[4], ref) == 0;
-		free(line);
+		*ok = tags_split(line, f);
 	}
 	tend_buf_release(&text);
+	return line;
+}
+
+/* Does tend's record say the tag follows `ref`? (No record: yes.) */
+static bool
+tag_follows(git_repository *repo, const char *tag, const char *ref)
+{
+	char *f[5];
+	bool ok, yes;
+	char *line = tag_line(repo, tag, f, &ok);
+
+	yes = !line || (ok && strcmp(f[4], ref) == 0);
+	free(line);
 	return yes;
 }
 
@@ -1300,24 +1312,13 @@ tag_follows(git_repository *repo, const char *tag, const char *ref)
 static bool
 tag_recorded_to(git_repository *repo, const char *tag, git_oid *to)
 {
-	struct tend_buf text = TEND_BUF_INIT;
-	const char *l;
 	char *f[5];
-	size_t len;
-	bool yes = false;
+	bool ok, yes;
+	char *line = tag_line(repo, tag, f, &ok);
 
-	if (!tags_file)
-		return false;
-	tags_read(&text);
-	if ((l = tags_find(text.ptr, git_repository_path(repo), tag, &len))) {
-		char *line = tend_xmemdup(l, len + 1);
-
-		line[len] = '\0';
-		yes = tags_split(line, f) && git_oid_fromstr(to, f[3]) == 0;
-		free(line);
-	}
+	yes = ok && git_oid_fromstr(to, f[3]) == 0;
+	free(line);
 	git_error_clear();
-	tend_buf_release(&text);
 	return yes;
 }
 
@@ -2736,7 +2737,8 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 	git_tree *tip = NULL; /* for first writes: what is there now */
 	/* what the ref holds: a first write may find something there, and
 	 * any write or delete another author's file or directory where
-	 * tend's path goes */
+	 * tend's path goes (read after the blobs are written: the freshest
+	 * view for those checks) */
 	for (size_t i = 0; i < n && rc == 0 && !tip; i++)
 		if ((acts[i]->kind == A_PUT || acts[i]->kind == A_DEL) &&
 		    !(tip = tip_tree(repo, acts[i]->ref)))
