@@ -206,7 +206,8 @@ forget_body(struct tend_txn *txn, void *arg)
 
 /*
  * Before a pass deletes what vanished items declared: their SIG rows go,
- * durably, first. Kept until the end of the pass (as they were), a kill
+ * durably, first (unless the brake holds them; digested long paths are
+ * not in the list: they stay, harmless, until drop). Kept until the end of the pass (as they were), a kill
  * in between left the rows of files whose deletes were pending: brought
  * back as they were, the files matched their rows, were never read nor
  * declared again, and their states stayed unsettled for good (status,
@@ -225,7 +226,7 @@ forget_vanished(struct run *r)
 int
 pass_done(struct run *r, int rc)
 {
-	bool due = !r->hold && r->nvanished;
+	bool due = false; /* (vanished rows went before: forget_vanished) */
 
 	if (r->o->preview && r->hold)
 		held_entries(r);

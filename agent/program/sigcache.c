@@ -463,13 +463,7 @@ sig_body(struct tend_txn *txn, void *arg)
 	for (size_t i = r->sig_from; i < r->sig_to && rc == 0; i++)
 		if (sig_due(&r->items[i]))
 			rc = put_sig(txn, r, &r->items[i], &k, &v);
-	/* forget vanished items, unless the brake holds them (digested long
-	 * paths are not in the list: they stay, harmless, until drop) */
-	for (size_t i = 0; rc == 0 && !r->hold && r->sig_to == r->nitems &&
-	     i < r->nvanished; i++) {
-		sig_key(&k, r->app->name, r->vanished[i], strlen(r->vanished[i]));
-		rc = tend_store_del(txn, TEND_T_SIG, k.ptr, k.len);
-	}
+	/* (vanished items' rows went before the pass: forget_vanished) */
 	tend_buf_release(&k);
 	tend_buf_release(&v);
 	return rc;
