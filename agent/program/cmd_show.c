@@ -481,8 +481,7 @@ tags_behind(struct tend_ws *ws, const struct tend_app_config *a)
 
 	if (!a || a->target != TEND_TARGET_GIT || !a->tags.n)
 		return 0;
-	repo = a->target_path[0] == '/' ? tend_xstrdup(a->target_path)
-					: path_join(ws->root, a->target_path);
+	repo = path_join(ws->root, a->target_path);
 	(void)tend_git_tags_behind(repo, ws->state_dir, a->ref, a->tags.v,
 	    a->tags.n, count_tag, &n);
 	free(repo);

@@ -79,22 +79,21 @@ plan_tag(const char *tag, const char *at, const char *tip, const char *lock,
 	struct cli *c = t->c;
 	struct tend_buf path = TEND_BUF_INIT;
 
-	if (lock) {
-		/* the sync would fail it: said as plan says a failure */
-		c->plan_failed++;
-		fprintf(stderr, "tend: %s: git(\"%s\", \"%s\", \"%s\"):@tag/%s: "
-				"left behind at %s, and %s exists: the sync "
-				"cannot move it (a git command holds it, or one "
-				"was killed; delete it if none runs)\n",
-		    t->a->name, t->a->target_path, t->a->ref,
-		    t->a->prefix ? t->a->prefix : "", tag, at ? at :
-		    "(missing)", lock);
-		return;
-	}
-	t->n++;
 	tend_buf_printf(&path, "git(\"%s\", \"%s\", \"%s\"):@tag/%s",
 	    t->a->target_path, t->a->ref, t->a->prefix ? t->a->prefix : "",
 	    tag);
+	if (lock) {
+		/* the sync would fail it: said as plan says a failure */
+		c->plan_failed++;
+		fprintf(stderr, "tend: %s: %s: left behind at %s, and %s "
+				"exists: the sync cannot move it (a git command "
+				"holds it, or one was killed; delete it if none "
+				"runs)\n",
+		    t->a->name, path.ptr, at ? at : "(missing)", lock);
+		tend_buf_release(&path);
+		return;
+	}
+	t->n++;
 	if (c->json) {
 		struct tend_buf *b = &c->json_items;
 
@@ -141,9 +140,7 @@ plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
 	c->destructive = false;
 	if (a->target == TEND_TARGET_GIT && a->tags.n) {
 		struct tag_plan t = {c, a, 0};
-		char *repo = a->target_path[0] == '/'
-		    ? tend_xstrdup(a->target_path)
-		    : path_join(ws->root, a->target_path);
+		char *repo = path_join(ws->root, a->target_path);
 
 		if (tend_git_tags_behind(repo, ws->state_dir, a->ref,
 			a->tags.v, a->tags.n, plan_tag, &t) > 0) {

@@ -33,8 +33,7 @@ static void
 push_spec(struct tend_ws *ws, const struct tend_app_config *app,
     struct tend_git_push *p, char **repo, char **locks)
 {
-	*repo = app->target_path[0] == '/' ? tend_xstrdup(app->target_path)
-					   : path_join(ws->root, app->target_path);
+	*repo = path_join(ws->root, app->target_path);
 	*locks = path_join(ws->state_dir, "push-locks");
 	*p = (struct tend_git_push){
 		.repo = *repo,

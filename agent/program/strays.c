@@ -175,8 +175,7 @@ git_strays(struct tend_ws *ws, struct tend_app_config *app, struct strays *s)
 	struct tend_key parts[3] = {tend_key_str(app->target_path),
 	    tend_key_str(app->ref), tend_key_str(app->prefix ? app->prefix : "")};
 	struct tend_key k = tend_key_tuple(parts, 3);
-	char *repo = app->target_path[0] == '/' ? tend_xstrdup(app->target_path)
-						: path_join(ws->root, app->target_path);
+	char *repo = path_join(ws->root, app->target_path);
 	size_t n;
 	int rc;
 
