@@ -1416,8 +1416,17 @@ apply_entry(int root, int stagefd, const struct entry_action *a, bool sync,
 			 * there to remove) */
 			if (there ? S_ISDIR(st.st_mode) ||
 				(a->fresh && !holds_a_record(dfd, leaf, a))
-				  : a->fresh)
+				  : a->fresh) {
+				/* ... but the directories a first write cut
+				 * short made for it (marked) go if empty, as
+				 * after a delete: a kill between them and the
+				 * file left them for ever (agent torture, seed
+				 * 1002: check called one undeclared) */
+				if (!there && a->prune_parents &&
+				    prune_made(c, c->n - 1, base))
+					chain_close(c);
 				return LEFT_AS_IS;
+			}
 			if (INJECTED("unlink", a->name) ||
 			    (unlinkat(dfd, leaf, 0) != 0 && errno != ENOENT))
 				rc = tend_error_set(TEND_ERROR, "unlink: %s",
