@@ -21,6 +21,7 @@
  * transactions one by one (an aborted one takes no number), and a child
  * transaction has its parent's number, which is the one it commits with.
  */
+#define _GNU_SOURCE /* renameat2 */
 #include "store.h"
 
 #include <assert.h>
@@ -66,6 +67,7 @@ struct tend_store {
 	unsigned nborrow;      /* read handles borrowing `lazy` */
 	unsigned fail_commit;  /* fault injection: countdown */
 	bool broken;	       /* a resize failed: LMDB has no map */
+	const char *broken_why; /* ... or a reopen (repack) failed */
 	bool scratch;	       /* thrown away after use (tend_store_set_scratch) */
 	unsigned format;       /* TEND_STORE_FORMAT it was made with */
 	unsigned reads;	       /* rows read since the last store_trim */
@@ -76,6 +78,8 @@ struct tend_store {
 	tend_store_recount_fn *recount;
 	void *recount_arg;
 	char *dir;
+	dev_t dir_dev; /* the directory opened (a repack swaps it) */
+	ino_t dir_ino;
 };
 
 /* A name's counter deltas, merged into META when the body returns */
@@ -110,26 +114,30 @@ mdb_fail(int rc, const char *what)
 	return tend_error_set(code, "store: %s: %s", what, mdb_strerror(rc));
 }
 
-int
-tend_store_open(struct tend_store **out, const char *dir, uint64_t map_size)
+/*
+ * The environment of st->dir: its tables opened, its format read (or a
+ * new store made). The directory is opened first and LMDB given its
+ * /proc/self/fd path, so lock.mdb and data.mdb are the two files of one
+ * directory even if a repack swaps the store's directory in between
+ * (tend_store_repack).
+ */
+static int
+env_open(struct tend_store *st)
 {
-	struct tend_store *st = tend_xcalloc(1, sizeof *st);
 	MDB_txn *txn = NULL;
+	char path[64];
+	const char *at = st->dir;
 	int rc, error = TEND_ERROR, dead;
+	int dfd = open(st->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-	*out = NULL;
-	st->map_size = map_size ? map_size : (uint64_t)256 << 20;
-	/* for tests: a map that fills after a few hundred rows */
-	const char *ms = getenv("TEND_MAP_SIZE");
-	if (!map_size && ms && strtoull(ms, NULL, 10) >= 65536)
-		st->map_size = strtoull(ms, NULL, 10);
-	st->dir = tend_xstrdup(dir);
-	st->statm = -1;
-	st->trim_budget = TRIM_BUDGET;
-	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-		tend_error_set(TEND_ERROR, "store: mkdir %s: %s", dir,
-		    strerror(errno));
-		goto out;
+	struct stat sb;
+
+	if (dfd >= 0 && fstat(dfd, &sb) == 0) {
+		st->dir_dev = sb.st_dev;
+		st->dir_ino = sb.st_ino;
+		snprintf(path, sizeof path, "/proc/self/fd/%d", dfd);
+		if (access(path, F_OK) == 0)
+			at = path;
 	}
 	if ((rc = mdb_env_create(&st->env)) != 0) {
 		mdb_fail(rc, "create");
@@ -138,8 +146,8 @@ tend_store_open(struct tend_store **out, const char *dir, uint64_t map_size)
 	mdb_env_set_maxdbs(st->env, TEND_T__COUNT + 2);
 	mdb_env_set_mapsize(st->env, (size_t)st->map_size);
 	mdb_env_set_maxreaders(st->env, 126);
-	if ((rc = mdb_env_open(st->env, dir, MDB_NOTLS, 0600)) != 0) {
-		tend_error_set(TEND_ERROR, "store: open %s: %s", dir,
+	if ((rc = mdb_env_open(st->env, at, MDB_NOTLS, 0600)) != 0) {
+		tend_error_set(TEND_ERROR, "store: open %s: %s", st->dir,
 		    mdb_strerror(rc));
 		goto out;
 	}
@@ -194,7 +202,7 @@ again:
 				    "(format %u; this tend reads format %u "
 				    "and older): upgrade tend or remove the "
 				    "state directory",
-				    dir, (unsigned)have, TEND_STORE_FORMAT);
+				    st->dir, (unsigned)have, TEND_STORE_FORMAT);
 				goto out;
 			}
 			st->format = have;
@@ -234,14 +242,42 @@ again:
 		mdb_fail(rc, "commit");
 		goto out;
 	}
-	*out = st;
-	st = NULL;
 	error = TEND_OK;
 out:
 	if (txn)
 		mdb_txn_abort(txn);
-	tend_store_close(st);
+	if (dfd >= 0)
+		close(dfd);
 	return error;
+}
+
+int
+tend_store_open(struct tend_store **out, const char *dir, uint64_t map_size)
+{
+	struct tend_store *st = tend_xcalloc(1, sizeof *st);
+
+	*out = NULL;
+	st->map_size = map_size ? map_size : (uint64_t)256 << 20;
+	/* for tests: a map that fills after a few hundred rows */
+	const char *ms = getenv("TEND_MAP_SIZE");
+	if (!map_size && ms && strtoull(ms, NULL, 10) >= 65536)
+		st->map_size = strtoull(ms, NULL, 10);
+	st->dir = tend_xstrdup(dir);
+	st->statm = -1;
+	st->trim_budget = TRIM_BUDGET;
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		int rc = tend_error_set(TEND_ERROR, "store: mkdir %s: %s", dir,
+		    strerror(errno));
+
+		tend_store_close(st);
+		return rc;
+	}
+	if (env_open(st) != 0) {
+		tend_store_close(st);
+		return TEND_ERROR;
+	}
+	*out = st;
+	return TEND_OK;
 }
 
 void
@@ -524,7 +560,7 @@ unusable(const struct tend_store *st)
 	if (!st->broken)
 		return 0;
 	return tend_error_set(TEND_ERROR, "store %s: unusable after a failed "
-	    "resize", st->dir);
+	    "%s", st->dir, st->broken_why ? st->broken_why : "resize");
 }
 
 static int
@@ -564,14 +600,17 @@ grow(struct tend_store *st, int *growths)
 static bool
 map_find(struct tend_store *st, size_t mapsize)
 {
-	char path[4096], line[4096 + 128];
+	char line[4096 + 128];
 	struct stat sb;
 	FILE *f;
+	int fd;
 
 	st->map_addr = NULL;
 	st->map_len = mapsize;
-	snprintf(path, sizeof path, "%s/data.mdb", st->dir);
-	if (stat(path, &sb) != 0 || !(f = fopen("/proc/self/maps", "re")))
+	/* the file this env maps, not the path's (a repack in another
+	 * process may have put another store there) */
+	if (mdb_env_get_fd(st->env, &fd) != 0 || fstat(fd, &sb) != 0 ||
+	    !(f = fopen("/proc/self/maps", "re")))
 		return false;
 	while (fgets(line, sizeof line, f)) {
 		unsigned long lo, hi, ino;
@@ -1007,6 +1046,197 @@ int
 tend_store_clear(struct tend_store *st)
 {
 	return tend_store_write(st, clear_body, NULL);
+}
+
+uint64_t
+tend_store_rows(struct tend_store *st, enum tend_table tab)
+{
+	MDB_txn *txn;
+	MDB_stat ms;
+	uint64_t n = 0;
+
+	if (st->broken || mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn))
+		return 0;
+	if (mdb_stat(txn, st->dbi[tab], &ms) == 0)
+		n = ms.ms_entries;
+	mdb_txn_abort(txn);
+	return n;
+}
+
+static void rm_store_dir(const char *dir);
+
+int
+tend_store_refresh(struct tend_store *st)
+{
+	struct tend_buf tmp = TEND_BUF_INIT;
+	struct stat sb;
+	int rc;
+
+	/* what a killed repack left (only the writer repacks) */
+	tend_buf_printf(&tmp, "%s.repack", st->dir);
+	if (lstat(tmp.ptr, &sb) == 0)
+		rm_store_dir(tmp.ptr);
+	tend_buf_release(&tmp);
+	if (st->held || st->lazy || st->nborrow || st->scratch ||
+	    stat(st->dir, &sb) != 0 ||
+	    (sb.st_dev == st->dir_dev && sb.st_ino == st->dir_ino))
+		return 0;
+	mdb_env_close(st->env);
+	st->env = NULL;
+	st->map_addr = NULL;
+	if ((rc = env_open(st)) != 0) {
+		st->broken = true;
+		st->broken_why = "reopen";
+	}
+	return rc;
+}
+
+/* Remove a store directory's files and the directory (a repack's) */
+static void
+rm_store_dir(const char *dir)
+{
+	char p[4096];
+
+	snprintf(p, sizeof p, "%s/data.mdb", dir);
+	unlink(p);
+	snprintf(p, sizeof p, "%s/lock.mdb", dir);
+	unlink(p);
+	rmdir(dir);
+}
+
+static int
+fsync_path(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+/* Every row of st's tables, in key order, into the empty env `to`: each
+ * page filled before the next is begun (MDB_APPEND). The counters' mark
+ * follows the copy's transaction if it was right in the snapshot. */
+static int
+repack_copy(struct tend_store *st, MDB_env *to)
+{
+	MDB_txn *rt = NULL, *wt = NULL;
+	MDB_cursor *cur = NULL;
+	MDB_val k, v;
+	uint64_t id;
+	int rc;
+
+	if ((rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &rt)) ||
+	    (rc = mdb_txn_begin(to, NULL, 0, &wt)))
+		goto out;
+	struct tend_txn snap = {.st = st, .txn = rt, .rdonly = true};
+	bool counted = tend_store_counts_valid(&snap);
+
+	for (int i = 0; i < TEND_T__COUNT; i++) {
+		MDB_dbi d;
+
+		if ((rc = mdb_dbi_open(wt, table_names[i], MDB_CREATE, &d)) ||
+		    (rc = mdb_cursor_open(rt, st->dbi[i], &cur)))
+			goto out;
+		while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
+			if (i == TEND_T_META && k.mv_size == strlen(MARK_KEY) &&
+			    memcmp(k.mv_data, MARK_KEY, k.mv_size) == 0) {
+				id = mdb_txn_id(wt);
+				if (!counted)
+					continue; /* recounted by the next write */
+				v.mv_data = &id;
+				v.mv_size = 8;
+			}
+			if ((rc = mdb_put(wt, d, &k, &v, MDB_APPEND)))
+				goto out;
+		}
+		mdb_cursor_close(cur);
+		cur = NULL;
+		if (rc != MDB_NOTFOUND)
+			goto out;
+	}
+	rc = mdb_txn_commit(wt); /* durable: the copy is synced */
+	wt = NULL;
+out:
+	if (cur)
+		mdb_cursor_close(cur);
+	if (wt)
+		mdb_txn_abort(wt);
+	if (rt)
+		mdb_txn_abort(rt);
+	return rc;
+}
+
+int
+tend_store_repack(struct tend_store *st)
+{
+	struct tend_buf tmp = TEND_BUF_INIT, parent = TEND_BUF_INIT;
+	MDB_env *to = NULL;
+	int rc;
+
+	if (st->held || st->scratch || st->broken || st->nborrow)
+		return 0;
+	if ((rc = tend_store_settle_flush(st)))
+		return rc;
+	tend_buf_printf(&tmp, "%s.repack", st->dir);
+	const char *slash = strrchr(st->dir, '/');
+	if (slash)
+		tend_buf_put(&parent, st->dir, (size_t)(slash - st->dir) + 1);
+	else
+		tend_buf_puts(&parent, ".");
+	/* what a killed repack left: its copy, or the store it replaced */
+	rm_store_dir(tmp.ptr);
+	if (mkdir(tmp.ptr, 0700) != 0) {
+		rc = tend_error_set(TEND_ERROR, "store: mkdir %s: %s", tmp.ptr,
+		    strerror(errno));
+		goto out;
+	}
+	if ((rc = mdb_env_create(&to)) == 0) {
+		mdb_env_set_maxdbs(to, TEND_T__COUNT + 2);
+		mdb_env_set_mapsize(to, (size_t)st->map_size);
+		rc = mdb_env_open(to, tmp.ptr, MDB_NOTLS, 0600);
+	}
+	if (rc == 0)
+		rc = repack_copy(st, to);
+	if (to)
+		mdb_env_close(to);
+	if (rc) {
+		rc = tend_error_set(TEND_ERROR, "store: repack into %s: %s",
+		    tmp.ptr, mdb_strerror(rc));
+		rm_store_dir(tmp.ptr);
+		goto out;
+	}
+	if (tend_failpoint("repack", "copied") || fsync_path(tmp.ptr) != 0) {
+		rc = tend_error_set(TEND_ERROR, "store: repack: sync %s: %s",
+		    tmp.ptr, strerror(errno));
+		rm_store_dir(tmp.ptr);
+		goto out;
+	}
+	/* one rename swaps the two: a reader opens the one or the other */
+	if (renameat2(AT_FDCWD, tmp.ptr, AT_FDCWD, st->dir,
+		RENAME_EXCHANGE) != 0) {
+		rc = tend_error_set(TEND_ERROR, "store: repack: swap %s: %s",
+		    st->dir, strerror(errno));
+		rm_store_dir(tmp.ptr);
+		goto out;
+	}
+	fsync_path(parent.ptr);
+	tend_failpoint("repack", "swapped");
+	mdb_env_close(st->env);
+	st->env = NULL;
+	st->map_addr = NULL;
+	if ((rc = env_open(st)) != 0) {
+		st->broken = true;
+		st->broken_why = "reopen";
+	}
+	/* the store it replaced (readers that have it open keep it) */
+	rm_store_dir(tmp.ptr);
+out:
+	tend_buf_release(&tmp);
+	tend_buf_release(&parent);
+	return rc;
 }
 
 static bool

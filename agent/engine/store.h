@@ -213,6 +213,35 @@ int tend_store_counts_set(struct tend_txn *txn, const char *name,
  * its body returns (tend sync --full; tests make old stores with it). */
 int tend_store_counts_invalidate(struct tend_txn *txn);
 
+/* Rows in table `t` now (LMDB's count: no scan). */
+uint64_t tend_store_rows(struct tend_store *st, enum tend_table t);
+
+/*
+ * Rewrite the store with every table's rows in key order into a new
+ * environment beside it (DIR.repack), each page full, then swap the two
+ * directories in one rename (RENAME_EXCHANGE) and reopen. Rows inserted
+ * in hash order leave LMDB's pages about two thirds full (a page splits
+ * in half when it fills); a cold sync's store shrinks by a third.
+ *
+ * Only for the store's one writer (the workspace's write lock), with no
+ * transaction open: a process that opened the store before the swap
+ * keeps reading the old one (its files stay until it closes them), and
+ * must not write to it. A kill leaves the old store or the new one in
+ * place, never a mix (the copy is synced before the swap), and DIR.repack
+ * behind, which the next repack removes. Needs room for a second copy;
+ * without it (or on any error) the store is left as it was. Failpoint
+ * "repack" ("copied", "swapped").
+ */
+int tend_store_repack(struct tend_store *st);
+
+/*
+ * The store at the path opened again if a repack swapped it since this
+ * process opened it: a writer calls it once it holds the write lock (it
+ * may have opened the store while another one repacked it), and what
+ * a killed repack left (DIR.repack) removed. 0 when nothing changed.
+ */
+int tend_store_refresh(struct tend_store *st);
+
 /* Fault injection for tests: fail the n-th write commit from now with
  * TEND_ERROR (0 disarms). TEND_FAILPOINTS=lmdb-commit[~write|~settle] and
  * map-full do the same from the environment (tend/failpoint.h). */

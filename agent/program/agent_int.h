@@ -113,6 +113,7 @@ struct agent {
 	bool paused, stop, reload;
 	bool forced; /* `sync` while paused: one round of passes anyway */
 	uint64_t passes, overflows, start_ms, last_pass_ms;
+	uint64_t repack_rows; /* target states at the last repack or start */
 	time_t started; /* start_ms on the wall clock */
 	uint64_t applied; /* actions applied since the start */
 	bool limit_reported;
@@ -167,6 +168,10 @@ TEND_HIDDEN void arm_timer(struct agent *a);
 /* A window already over: passes as soon as the timer is armed. */
 TEND_HIDDEN void due_now(struct agent *a);
 TEND_HIDDEN void settle(struct agent *a);
+int64_t app_unsettled(struct agent *a, size_t i);
+void retry_plan(struct agent *a, size_t i);
+bool retry_due(struct agent *a);
+int retry_wait(const struct agent *a);
 /* Store app i's last pass for tend status (in the deferred settle) */
 TEND_HIDDEN void keep_last_pass(struct agent *a, size_t i);
 /* The engine's event callback (tend_engine_subscribe). */

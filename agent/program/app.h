@@ -112,6 +112,17 @@ int tend_ws_lock(struct tend_ws *ws, const char *who);
 int tend_ws_flock(struct tend_ws *ws, const char *name, bool wait,
     char *holder, size_t hsize, int *fd_out);
 
+/*
+ * The writer's store, rewritten in key order (tend_store_repack) when
+ * its target states at least doubled since `before` (a cold sync, a big
+ * app added; rows inserted in hash order leave pages two thirds full),
+ * or with `force` (sync --full), from 1000 states up. 1 when it was
+ * rewritten (*bytes_before, *bytes_after: data.mdb's size), 0 when not
+ * needed, <0 on an error (the store is left as it was).
+ */
+int tend_ws_repack(struct tend_ws *ws, uint64_t before, bool force,
+    uint64_t *bytes_before, uint64_t *bytes_after);
+
 /* The pid of the agent running for this workspace, or 0. */
 int tend_ws_agent_pid(const struct tend_ws *ws);
 

@@ -936,10 +936,15 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 					fprintf(stderr, "tend watch: the agent did "
 							"not start%s%s (see %s/agent.log)\n",
 					    why[0] ? ": " : "", why, ws.state_dir);
-					return EXIT_FAIL;
+					rc = EXIT_FAIL;
+				} else {
+					printf("agent started, pid %d\n",
+					    (int)pid);
+					rc = 0;
 				}
-				printf("agent started, pid %d\n", (int)pid);
-				return 0;
+				/* (what it loaded freed: sanitizers' leak
+				 * check) */
+				goto done;
 			}
 			close(p[0]);
 			setsid();
@@ -986,6 +991,7 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 	}
 	else
 		rc = cmd_drop(&c, &ws);
+done:
 	tend_ws_close(&ws);
 	tend_buf_release(&c.json_items);
 	free(c.apps);

@@ -432,6 +432,8 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			     : c->napps ? "tend sync APP..." : "tend sync")))
 		return rc;
 	ws->readonly = preview;
+	uint64_t rows_before = preview ? 0
+	    : tend_store_rows(tend_engine_store(ws->eng), TEND_T_ITEM);
 	/* --full reads everything: the store's counters too, recounted
 	 * from its rows (what tend check says when they disagree) */
 	if (!preview && c->full &&
@@ -534,6 +536,10 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		c->first_err = NULL;
 		tend_app_result_finish(&res);
 	}
+	uint64_t b0, b1;
+	if (!preview && tend_ws_repack(ws, rows_before, c->full, &b0, &b1) < 0)
+		fprintf(stderr, "tend: %s (the store is kept as it was)\n",
+		    tend_error_last());
 	if (preview) {
 		if (c->json) {
 			tend_buf_puts(&out, c->json_items.ptr);

@@ -190,9 +190,22 @@ settle(struct agent *a)
 {
 	struct tend_store *st = tend_engine_store(a->ws->eng);
 
+	uint64_t b0, b1;
+	int rc;
+
 	a->settle_ms = 0;
 	if (tend_store_settle_pending(st) && tend_store_settle_flush(st) != 0)
 		logf_(a, ALOG_ERR, "%s", tend_error_last());
+	/* a store that doubled (the first pass of a new workspace) is
+	 * rewritten in key order, a third smaller */
+	if ((rc = tend_ws_repack(a->ws, a->repack_rows, false, &b0, &b1)) < 0)
+		logf_(a, ALOG_ERR, "%s (the store is kept as it was)",
+		    tend_error_last());
+	else if (rc > 0)
+		logf_(a, ALOG_INFO, "store rewritten in key order: %.1f MB, "
+		    "was %.1f MB", b1 / 1e6, b0 / 1e6);
+	if (rc != 0)
+		a->repack_rows = tend_store_rows(st, TEND_T_ITEM);
 }
 
 /* ---- the engine's events during a pass ---- */

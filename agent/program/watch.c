@@ -311,6 +311,7 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 	if ((rc = tend_ws_open(ws)) || (rc = take_lock(&a)) ||
 	    (rc = tend_ws_lock(ws, "tend watch")) || (rc = listen_socket(&a)))
 		goto out;
+	a.repack_rows = tend_store_rows(tend_engine_store(ws->eng), TEND_T_ITEM);
 	tend_store_defer_settles(tend_engine_store(ws->eng), true);
 	const char *sw = getenv("TEND_SETTLE_MS");
 	a.settle_wait = sw && *sw ? strtoull(sw, NULL, 10) : SETTLE_MS;

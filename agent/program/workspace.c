@@ -414,7 +414,41 @@ tend_ws_lock(struct tend_ws *ws, const char *who)
 	if (ftruncate(fd, 0) == 0)
 		(void)!pwrite(fd, text, strlen(text), 0);
 	ws->wlock = fd + 1;
+	/* the store may have been repacked (swapped) while this process
+	 * waited for the lock with it open */
+	if (ws->eng && (rc = tend_store_refresh(tend_engine_store(ws->eng))))
+		return rc;
 	return 0;
+}
+
+static uint64_t
+store_bytes(const struct tend_ws *ws)
+{
+	struct tend_buf p = TEND_BUF_INIT;
+	struct stat sb;
+	uint64_t n = 0;
+
+	tend_buf_printf(&p, "%s/store/data.mdb", ws->state_dir);
+	if (stat(p.ptr, &sb) == 0)
+		n = (uint64_t)sb.st_size;
+	tend_buf_release(&p);
+	return n;
+}
+
+int
+tend_ws_repack(struct tend_ws *ws, uint64_t before, bool force,
+    uint64_t *bytes_before, uint64_t *bytes_after)
+{
+	struct tend_store *st = tend_engine_store(ws->eng);
+	uint64_t rows = tend_store_rows(st, TEND_T_ITEM);
+
+	if (rows < 1000 || (!force && rows < 2 * before))
+		return 0;
+	*bytes_before = store_bytes(ws);
+	if (tend_store_repack(st) != 0)
+		return -1;
+	*bytes_after = store_bytes(ws);
+	return 1;
 }
 
 int
