@@ -153,6 +153,62 @@ test_last_pass_forgotten(void **state)
 	tm_free(&m);
 }
 
+/* A new user's trial: with a target read-only, the Pending panel said
+ * "nothing pending: targets match the sources" while 3 states were
+ * unsettled; a tend.conf the agent refused was nowhere on the screen;
+ * a declaration's error was counted as "failed" */
+static void
+test_pending_tells_failures(void **state)
+{
+	struct tm_model m;
+	struct tend_buf b = TEND_BUF_INIT;
+
+	(void)state;
+	tm_init(&m, "/w");
+	tm_connected(&m);
+	tm_feed(&m, "{\"event\": \"status\", \"pid\": 7, \"state\": "
+		    "\"watching\", \"uptime_ms\": 1000, \"passes\": 2, "
+		    "\"watches\": 1, \"overflows\": 0, \"queue\": 0, "
+		    "\"apps\": [{\"name\": \"site\", \"states\": 7, "
+		    "\"pending\": 0, \"errors\": 3, \"unsettled\": 3, "
+		    "\"retry_in_ms\": 1500}], \"config_error\": "
+		    "\"tend.conf:13: unterminated subsection name\"}", 1);
+	tm_pending_empty(&m, &b);
+	if (!strstr(b.ptr, "3 unsettled in site") ||
+	    !strstr(b.ptr, "retried in 2s") || strstr(b.ptr, "targets match"))
+		fail_msg("the pending panel says: %s", b.ptr);
+	tend_buf_reset(&b);
+	size_t n = tm_header(&m, 1, 80, &b);
+	assert_int_equal(header_fits(&b, 80), n);
+	if (!strstr(b.ptr, "tend.conf NOT LOADED") ||
+	    !strstr(b.ptr, "unterminated subsection name"))
+		fail_msg("no config error in the header:\n%s", b.ptr);
+	/* an unreadable source: an error, not a failed action */
+	tm_feed(&m, "{\"event\": \"pass_finished\", \"app\": \"site\", "
+		    "\"seq\": 3, \"created\": 0, \"updated\": 0, "
+		    "\"deleted\": 0, \"failed\": 0, \"errors\": 1, "
+		    "\"ms\": 3}", 2);
+	tend_buf_reset(&b);
+	tm_header(&m, 2, 120, &b);
+	if (!strstr(b.ptr, "0 failed, 1 error,"))
+		fail_msg("errors counted as failed:\n%s", b.ptr);
+	/* settled, config fixed: the promise holds again */
+	tm_feed(&m, "{\"event\": \"status\", \"pid\": 7, \"state\": "
+		    "\"watching\", \"uptime_ms\": 2000, \"passes\": 3, "
+		    "\"watches\": 1, \"overflows\": 0, \"queue\": 0, "
+		    "\"apps\": [{\"name\": \"site\", \"states\": 7, "
+		    "\"pending\": 0, \"errors\": 0, \"unsettled\": 0, "
+		    "\"retry_in_ms\": -1}]}", 3);
+	tend_buf_reset(&b);
+	tm_pending_empty(&m, &b);
+	assert_string_equal(b.ptr, "nothing pending: targets match the sources");
+	tend_buf_reset(&b);
+	tm_header(&m, 3, 80, &b);
+	assert_null(strstr(b.ptr, "NOT LOADED"));
+	tend_buf_release(&b);
+	tm_free(&m);
+}
+
 /* issue 15: at 80 columns the header cut "queue" and "passes" */
 static void
 test_header_fits_80_columns(void **state)
@@ -162,7 +218,7 @@ test_header_fits_80_columns(void **state)
 	static const char *const fields[] = {"tend top", "agent 4194304 "
 	    "watching", "up 1h05m", "queue 123456", "passes 1234567",
 	    "watches 8192", "overflows 12", "last pass", "documentation: "
-	    "+1000 ~2000 -3000,", "4 failed,", "5 held,", "100000 files "
+	    "+1000 ~2000 -3000,", "3 failed,", "1 error,", "5 held,", "100000 files "
 	    "(99999 read) in 12345 ms"};
 
 	(void)state;
@@ -817,6 +873,7 @@ main(void)
 		cmocka_unit_test(test_json_values),
 		cmocka_unit_test(test_push_state_in_app_rows),
 		cmocka_unit_test(test_json_refuses),
+		cmocka_unit_test(test_pending_tells_failures),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

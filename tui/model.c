@@ -115,6 +115,7 @@ tm_free(struct tm_model *m)
 	free(m->activity); /* the ring fills from slot 0 */
 	apps_clear(m);
 	node_free(&m->tree);
+	free(m->config_error);
 	free(m->workspace);
 	tend_buf_release(&m->out);
 }
@@ -260,6 +261,59 @@ on_push(struct tm_model *m, const struct tend_json *j, const char *app)
 			push_from(&m->apps[i], tend_json_get(j, "push"), false);
 }
 
+/* "N errors, " when there were any (declarations that failed), else "" */
+static const char *
+errors_part(double errors)
+{
+	static char buf[48];
+
+	if (errors <= 0)
+		return "";
+	snprintf(buf, sizeof buf, "%.0f error%s, ", errors,
+	    errors == 1 ? "" : "s");
+	return buf;
+}
+
+void
+tm_pending_empty(const struct tm_model *m, struct tend_buf *b)
+{
+	long long unsettled = 0, retry = -1;
+	unsigned long long errors = 0;
+	const char *app = NULL;
+	size_t napps = 0;
+
+	for (size_t i = 0; i < m->napps; i++) {
+		const struct tm_app *t = &m->apps[i];
+		long long u = t->unsettled > 0 ? t->unsettled : 0;
+
+		if (!u && !t->errors)
+			continue;
+		unsettled += u;
+		errors += t->errors;
+		app = t->name;
+		napps++;
+		if (t->retry_in_ms >= 0 && (retry < 0 || t->retry_in_ms < retry))
+			retry = t->retry_in_ms;
+	}
+	if (!napps) {
+		tend_buf_puts(b, "nothing pending: targets match the sources");
+		return;
+	}
+	/* short: the panel may be 40 columns wide */
+	if (unsettled)
+		tend_buf_printf(b, "%lld unsettled", unsettled);
+	else
+		tend_buf_printf(b, "%llu failed", errors);
+	if (napps == 1)
+		tend_buf_printf(b, " in %s", app);
+	else
+		tend_buf_printf(b, " in %zu apps", napps);
+	tend_buf_puts(b, " after failures: ");
+	if (retry >= 0)
+		tend_buf_printf(b, "retried in %llds ", (retry + 999) / 1000);
+	tend_buf_puts(b, "(s: sync now)");
+}
+
 static void
 on_status(struct tm_model *m, const struct tend_json *j, double now)
 {
@@ -275,6 +329,9 @@ on_status(struct tm_model *m, const struct tend_json *j, double now)
 	m->overflows = (uint64_t)tend_json_int(j, "overflows", 0, TEND_JSON_INT_MAX, 0);
 	m->queue = (uint64_t)tend_json_int(j, "queue", 0, TEND_JSON_INT_MAX, 0);
 	apps_clear(m);
+	free(m->config_error);
+	const char *ce = tend_json_str(j, "config_error", NULL);
+	m->config_error = ce ? tend_xstrdup(ce) : NULL;
 	if (apps && apps->type == TEND_JSON_ARR) {
 		m->apps = tend_xcalloc(apps->len + 1, sizeof *m->apps);
 		for (const struct tend_json *a = apps->child; a; a = a->next) {
@@ -294,6 +351,10 @@ on_status(struct tm_model *m, const struct tend_json *j, double now)
 			    TEND_JSON_INT_MAX, 0);
 			t->queued = (unsigned long long)tend_json_int(a,
 			    "queued", 0, TEND_JSON_INT_MAX, 0);
+			t->unsettled = tend_json_int(a, "unsettled", -1,
+			    TEND_JSON_INT_MAX, -1);
+			t->retry_in_ms = tend_json_int(a, "retry_in_ms", -1,
+			    TEND_JSON_INT_MAX, -1);
 			push_from(t, tend_json_get(a, "push"),
 			    tend_json_bool(a, "pushing", false));
 		}
@@ -317,13 +378,13 @@ on_status(struct tm_model *m, const struct tend_json *j, double now)
 	const struct tend_json *last = tend_json_get(j, "last");
 	if (last && last->type == TEND_JSON_OBJ && !m->last[0])
 		snprintf(m->last, sizeof m->last, "%s: +%.0f ~%.0f -%.0f, "
-		    "%.0f failed, in %.0f ms",
+		    "%.0f failed, %s%.0f ms",
 		    tend_json_str(last, "app", "?"),
 		    tend_json_num(last, "created", 0),
 		    tend_json_num(last, "updated", 0),
 		    tend_json_num(last, "deleted", 0),
-		    tend_json_num(last, "failed", 0) +
-			tend_json_num(last, "errors", 0),
+		    tend_json_num(last, "failed", 0),
+		    errors_part(tend_json_num(last, "errors", 0)),
 		    tend_json_num(last, "ms", 0));
 }
 
@@ -466,16 +527,17 @@ pass_line(struct tm_model *m, const struct tend_json *j)
 	if (n > 0 && adopted > 0 && (size_t)n < sizeof m->last)
 		n += snprintf(m->last + n, sizeof m->last - (size_t)n,
 		    " %.0f adopted", adopted);
-	double failed = tend_json_num(j, "failed", 0) +
-	    tend_json_num(j, "errors", 0);
+	/* failed: actions; errors: declarations (a source unreadable) */
+	double failed = tend_json_num(j, "failed", 0);
 	double held = tend_json_num(j, "held_deletes", 0);
 
 	if (n < 0 || (size_t)n >= sizeof m->last)
 		return;
 	snprintf(m->last + n, sizeof m->last - (size_t)n,
-	    "%s%.0f failed%s%.0f held, %.0f files (%.0f read) in %.0f ms",
-	    ", ", failed, ", ", held, tend_json_num(j, "files", 0),
-	    tend_json_num(j, "read", 0), tend_json_num(j, "ms", 0));
+	    ", %.0f failed, %s%.0f held, %.0f files (%.0f read) in %.0f ms",
+	    failed, errors_part(tend_json_num(j, "errors", 0)), held,
+	    tend_json_num(j, "files", 0), tend_json_num(j, "read", 0),
+	    tend_json_num(j, "ms", 0));
 }
 
 static size_t held_count(const struct tm_model *m);
@@ -1018,6 +1080,12 @@ tm_header(const struct tm_model *m, double now, int cols,
 			hdr_sentence(&h, m->last);
 		} else
 			hdr_sentence(&h, "no pass yet");
+		if (m->config_error) {
+			hdr_break(&h);
+			hdr_field(&h, "", "tend.conf NOT LOADED (the agent "
+			    "runs the previous one):", 55);
+			hdr_sentence(&h, m->config_error);
+		}
 		break;
 	}
 	hdr_break(&h);

@@ -53,6 +53,8 @@ struct tm_app {
 	char *name;
 	long long components, states;
 	unsigned long long pending, errors, held, queued;
+	long long unsettled;   /* the store's count (-1: not known) */
+	long long retry_in_ms; /* the agent's next retry of it (-1: none) */
 	/* push = REMOTE: the agent's status and "push" events */
 	bool has_push, pushing;
 	long long ahead, behind; /* -1: not known */
@@ -91,6 +93,7 @@ struct tm_model {
 	double status_at;	/* when the last status came */
 	char last[256];		/* the last pass, as a line */
 	char running[128];	/* the app whose pass runs now, or "" */
+	char *config_error;	/* tend.conf not loaded by the agent: why */
 
 	struct tm_app *apps;
 	size_t napps;
@@ -144,6 +147,9 @@ size_t tm_header(const struct tm_model *m, double now, int cols,
     struct tend_buf *out);
 /* The panel titles. */
 void tm_title(const struct tm_model *m, enum tm_panel p, struct tend_buf *b);
+/* What an empty Pending panel says: nothing to do, or what failed and
+ * when the agent tries again. */
+void tm_pending_empty(const struct tm_model *m, struct tend_buf *b);
 extern const char *const tm_help_text;
 extern const char *const tm_keys_line;
 

@@ -126,6 +126,13 @@ panel(struct tm_model *m, enum tm_panel p, int y, int x, int h, int w)
 			if (focused && r == *sel)
 				at |= A_REVERSE;
 			put_line(yy, x, w, rows[r].text, at);
+		} else if (i == 0 && n == 0 && p == TM_PENDING &&
+		    m->conn == TM_READY && !m->filter[p][0]) {
+			struct tend_buf e = TEND_BUF_INIT;
+
+			tm_pending_empty(m, &e);
+			put_line(yy, x, w, e.ptr, A_DIM);
+			tend_buf_release(&e);
 		} else if (i == 0 && n == 0) {
 			const char *empty = m->conn == TM_CONNECTING
 			    ? "connecting..."

@@ -75,6 +75,10 @@ struct appstate {
 	 * the incremental ones; -1 until known */
 	int64_t components, states;
 	uint64_t errors; /* failed actions and components in the last pass */
+	/* after a pass with errors, a full pass again then (0: none), and
+	 * the backoff that led there: 2 s, doubling to 5 min; 0 after a
+	 * pass without */
+	uint64_t retry_ms, retry_backoff;
 	char *last;	 /* its last pass_finished line (no newline), or NULL */
 	/* push = REMOTE (sched.c): the child pushing now (0: none) and its
 	 * pipe; the next try after a failure, and the backoff that led
@@ -114,6 +118,7 @@ struct agent {
 	bool forced; /* `sync` while paused: one round of passes anyway */
 	uint64_t passes, overflows, start_ms, last_pass_ms;
 	uint64_t repack_rows; /* target states at the last repack or start */
+	char *config_error; /* why tend.conf was not loaded last, or NULL */
 	time_t started; /* start_ms on the wall clock */
 	uint64_t applied; /* actions applied since the start */
 	bool limit_reported;
@@ -168,6 +173,10 @@ TEND_HIDDEN void arm_timer(struct agent *a);
 /* A window already over: passes as soon as the timer is armed. */
 TEND_HIDDEN void due_now(struct agent *a);
 TEND_HIDDEN void settle(struct agent *a);
+TEND_HIDDEN int64_t app_unsettled(struct agent *a, size_t i);
+TEND_HIDDEN void retry_plan(struct agent *a, size_t i);
+TEND_HIDDEN bool retry_due(struct agent *a);
+TEND_HIDDEN int retry_wait(const struct agent *a);
 int64_t app_unsettled(struct agent *a, size_t i);
 void retry_plan(struct agent *a, size_t i);
 bool retry_due(struct agent *a);

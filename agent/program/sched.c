@@ -208,6 +208,80 @@ settle(struct agent *a)
 		a->repack_rows = tend_store_rows(st, TEND_T_ITEM);
 }
 
+/* The app's unsettled states (the store's counters), or -1 if unknown */
+int64_t
+app_unsettled(struct agent *a, size_t i)
+{
+	struct tend_txn *txn;
+	struct tend_app_counts ac;
+	int64_t n = -1;
+
+	if (tend_store_read_begin(tend_engine_store(a->ws->eng), &txn))
+		return -1;
+	if (tend_store_counts_valid(txn) &&
+	    tend_engine_counts(a->ws->eng, txn, a->ws->cfg.apps[i].name,
+		&ac) == 0)
+		n = (int64_t)ac.pending;
+	tend_store_read_end(txn);
+	return n;
+}
+
+/*
+ * After a pass: an app left with failures (its pass's, or unsettled
+ * states an earlier one left) gets a full pass again later, 2 s after
+ * the first failure, then twice as long each time up to 5 min: a target
+ * that was read-only, full or locked for a while catches up once it is
+ * not, without a change of its sources.
+ */
+#define RETRY_FIRST_MS 2000
+#define RETRY_MAX_MS (5 * 60 * 1000)
+
+void
+retry_plan(struct agent *a, size_t i)
+{
+	struct appstate *s = &a->apps[i];
+
+	if (!s->errors && app_unsettled(a, i) <= 0) {
+		s->retry_ms = s->retry_backoff = 0;
+		return;
+	}
+	s->retry_backoff = !s->retry_backoff ? RETRY_FIRST_MS
+	    : s->retry_backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
+	    : s->retry_backoff * 2;
+	s->retry_ms = now_ms() + s->retry_backoff;
+}
+
+/* The apps whose retry is due get a full pass: true if one did */
+bool
+retry_due(struct agent *a)
+{
+	uint64_t now = now_ms();
+	bool due = false;
+
+	for (size_t i = 0; i < a->napps; i++)
+		if (a->apps[i].retry_ms && now >= a->apps[i].retry_ms) {
+			a->apps[i].retry_ms = 0;
+			a->apps[i].full = true;
+			due = true;
+		}
+	return due;
+}
+
+/* ms until the next retry (-1: none) */
+int
+retry_wait(const struct agent *a)
+{
+	uint64_t now = now_ms(), first = 0;
+
+	for (size_t i = 0; i < a->napps; i++)
+		if (a->apps[i].retry_ms &&
+		    (!first || a->apps[i].retry_ms < first))
+			first = a->apps[i].retry_ms;
+	if (!first)
+		return -1;
+	return first > now ? (int)(first - now) : 0;
+}
+
 /* ---- the engine's events during a pass ---- */
 
 struct pass_ctx {
@@ -585,6 +659,7 @@ run_passes(struct agent *a, bool all)
 		s->approved = false;
 		s->held = res.held_deletes;
 		s->errors = pc.failed + pc.errors;
+		retry_plan(a, i);
 		if (full) {
 			/* counted when a status asks (a cursor over every
 			 * state: not on the catch-up's path) */

@@ -159,13 +159,21 @@ status_line(struct agent *a, struct tend_buf *b)
 			s->states = (int64_t)ac.states; /* as status counts */
 		tend_buf_puts(b, i ? ", {\"name\": " : "{\"name\": ");
 		tend_buf_json(b, a->ws->cfg.apps[i].name);
+		uint64_t now = now_ms();
 		tend_buf_printf(b,
 		    ", \"components\": %lld, \"states\": %lld, "
 		    "\"pending\": %zu, \"errors\": %llu, \"held\": %llu, "
-		    "\"queued\": %zu, \"last\": %s}",
+		    "\"queued\": %zu, \"unsettled\": %lld, "
+		    "\"retry_in_ms\": %lld, \"last\": %s}",
 		    (long long)s->components, (long long)s->states, s->nplan,
 		    (unsigned long long)s->errors, (unsigned long long)s->held,
-		    s->ndirty + s->full, s->last ? s->last : "null");
+		    s->ndirty + s->full,
+		    txn && kept && tend_engine_counts(a->ws->eng, txn,
+			a->ws->cfg.apps[i].name, &ac) == 0
+			? (long long)ac.pending : -1LL,
+		    s->retry_ms ? (long long)(s->retry_ms > now
+			    ? s->retry_ms - now : 0) : -1LL,
+		    s->last ? s->last : "null");
 		if (a->ws->cfg.apps[i].push) {
 			struct tend_push_status ps;
 
@@ -179,8 +187,13 @@ status_line(struct agent *a, struct tend_buf *b)
 		}
 	}
 	tend_store_read_end(txn);
-	tend_buf_printf(b, "], \"last\": %s}\n",
+	tend_buf_printf(b, "], \"last\": %s",
 	    a->last_summary.len ? a->last_summary.ptr : "null");
+	if (a->config_error) {
+		tend_buf_puts(b, ", \"config_error\": ");
+		tend_buf_json(b, a->config_error);
+	}
+	tend_buf_puts(b, "}\n");
 }
 
 #define STATES_MAX 500 /* children in one "states" answer */

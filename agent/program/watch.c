@@ -120,9 +120,23 @@ reload_config(struct agent *a)
 	char **old = tend_xcalloc(nold + 1, sizeof *old);
 	for (size_t i = 0; i < nold; i++)
 		old[i] = tend_xstrdup(a->ws->cfg.apps[i].name);
-	if (tend_ws_reload(a->ws, &err) != 0)
-		logf_(a, ALOG_ERR, "tend.conf: keeping the previous config:\n%s",
-		    err.ptr);
+	free(a->config_error);
+	a->config_error = NULL;
+	if (tend_ws_reload(a->ws, &err) != 0) {
+		/* one line: the log's, the status's (the dashboard shows it) */
+		struct tend_buf one = TEND_BUF_INIT;
+
+		for (size_t k = 0; k < err.len; k++) {
+			if (err.ptr[k] != '\n')
+				tend_buf_putc(&one, err.ptr[k]);
+			else if (k + 1 < err.len)
+				tend_buf_puts(&one, "; ");
+		}
+		a->config_error = tend_xstrdup(one.len ? one.ptr : "?");
+		tend_buf_release(&one);
+		logf_(a, ALOG_ERR, "tend.conf: keeping the previous config: %s",
+		    a->config_error);
+	}
 	/* an app gone from the config is not dropped behind the user's
 	 * back: say so */
 	for (size_t i = 0; i < nold; i++) {
@@ -379,6 +393,9 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 		int pw = push_wait(&a);
 		if (pw >= 0 && (wait < 0 || pw < wait))
 			wait = pw;
+		int rw = a.paused ? -1 : retry_wait(&a);
+		if (rw >= 0 && (wait < 0 || rw < wait))
+			wait = rw;
 		int n = epoll_wait(a.ep, evs, 16, wait);
 		if (n < 0 && errno != EINTR)
 			break;
@@ -397,6 +414,9 @@ tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o)
 			run_passes(&a, false);
 			a.poll_ms = now_ms() + 2000;
 		}
+		/* apps left with failures: their retry */
+		if (!a.paused && retry_due(&a))
+			run_passes(&a, false);
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.fd == a.sig) {
 				struct signalfd_siginfo si;
@@ -479,6 +499,7 @@ out:
 		close(a.lockfd);
 	}
 	free(a.sock_path);
+	free(a.config_error);
 	tend_buf_release(&a.last_summary);
 	return rc;
 }

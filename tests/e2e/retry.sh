@@ -1,0 +1,65 @@
+#!/bin/sh
+# The agent after a failure (a new user's trial: a target made read-only
+# for a while): it retries on its own, without a change of the sources,
+# and says meanwhile what is unsettled and when it retries; a tend.conf
+# it refused is in its status (the dashboard shows it), until fixed.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+CTL="python3 $HERE/agentctl.py $WS/.tend/agent.sock"
+trap 'kill -TERM $AGENT 2>/dev/null; wait $AGENT 2>/dev/null; rm -rf "$WS"' EXIT
+until_() { $CTL until "$1" -- "$2" || fail "$3"; }
+# field APP KEY: a number of the app in the agent's status (a script:
+# the predicates of until_ run in a shell of their own)
+cat > "$WS/field" <<EOF
+#!/bin/sh
+$CTL send status | python3 -c '
+import json, sys
+for line in sys.stdin:
+    j = json.loads(line)
+    if j.get("event") == "status":
+        for a in j["apps"]:
+            if a["name"] == sys.argv[1]:
+                print(a[sys.argv[2]])' "\$1" "\$2"
+EOF
+cat > "$WS/status" <<EOF
+#!/bin/sh
+$CTL send status
+EOF
+chmod +x "$WS/field" "$WS/status"
+field() { "$WS/field" "$@"; }
+
+mkdir src
+printf 'a\n' > src/a
+printf 'b\n' > src/bfile
+conf_watch
+# the 2nd and 3rd writes of bfile fail: the first retry fails too
+TEND_FAILPOINTS='write~bfile@2=EIO,write~bfile@3=EIO' "$TEND" watch -v 2>"$WS/agent.err" &
+AGENT=$!
+$CTL ready || fail "agent ready"
+expect_file out/bfile b
+
+printf 'b2\n' > src/bfile
+until_ '[ "$(./field w unsettled)" = 1 ]' 'true' "the failed write is unsettled in the status"
+R=$(field w retry_in_ms)
+[ "$R" -ge 0 ] && [ "$R" -le 4000 ] || fail "no retry planned after a failure: retry_in_ms $R"
+# no change of the sources from here on
+until_ '[ "$(cat out/bfile)" = b2 ]' 'true' "the failed write retried by the agent on its own"
+until_ '[ "$(./field w unsettled)" = 0 ]' 'true' "settled after the retry"
+[ "$(field w retry_in_ms)" = -1 ] || fail "a retry still planned after a clean pass"
+run check; expect_in "$OUT" "no drift" "check after the retry"
+# two failed passes, then one clean: 3 passes after the catch-up at most
+# 2 s and 4 s apart (not a loop)
+N=$(grep -c " w: " "$WS/agent.err")
+[ "$N" -le 5 ] || fail "the agent retried $N times: $(cat "$WS/agent.err")"
+
+# a tend.conf it cannot load: kept, and said in the status until fixed
+cp tend.conf tend.conf.good
+printf '[app "broken\n' >> tend.conf
+kill -HUP $AGENT
+until_ './status | grep -q "config_error.*unterminated"' 'true' "a refused tend.conf in the status"
+grep -q "keeping the previous config: tend.conf:" "$WS/agent.err" ||
+	fail "the log does not say why on one line: $(cat "$WS/agent.err")"
+mv tend.conf.good tend.conf
+kill -HUP $AGENT
+until_ '! ./status | grep -q config_error' 'true' "the config error gone once fixed"
+finish
