@@ -285,6 +285,14 @@ for cmd in sync plan ls status check drop watch top help; do
 	run help $cmd; expect_rc 0 "tend help $cmd"
 	[ -n "$OUT" ] && [ "$OUT" = "$want" ] || fail "tend help $cmd is tend $cmd --help"
 done
+# the overview's operands are each command's (it said "ls [APP]" when ls
+# took a PATH-PREFIX too)
+for cmd in sync plan ls status check drop init; do
+	use=$("$TEND" $cmd --help | head -1 | sed "s/^usage: tend $cmd//; s/\[-[^]]*\]//g; s/  */ /g; s/^ //; s/ $//")
+	ovw=$(printf '%s\n' "$HELP" | awk -v c="$cmd" '$1 == c {$1 = ""; print}' |
+		sed 's/^ //' | awk -v u="$use" '{print (index($0, u) == 1) ? "same" : $0}')
+	[ "$ovw" = same ] || fail "tend --help lists '$cmd $ovw', its usage says '$cmd $use'"
+done
 run help nosuch; expect_rc 2 "help of an unknown command"
 run status --help; expect_not_in "$OUT" "components" "status shows no components count"
 run watch --help
