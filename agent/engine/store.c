@@ -34,6 +34,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -112,6 +113,28 @@ mdb_fail(int rc, const char *what)
 	int code = rc == MDB_NOTFOUND ? TEND_ENOTFOUND : TEND_ERROR;
 
 	return tend_error_set(code, "store: %s: %s", what, mdb_strerror(rc));
+}
+
+/*
+ * A commit that failed: LMDB reports a short write (a full disk) as an
+ * I/O error, which sends a user looking for a failing disk: when the
+ * store's filesystem is (nearly) full, say that instead.
+ */
+static int
+commit_fail(const struct tend_store *st, int rc, const char *what)
+{
+	struct statvfs vfs;
+
+	if ((rc == EIO || rc == ENOSPC || rc == EDQUOT) &&
+	    statvfs(st->dir, &vfs) == 0 &&
+	    (uint64_t)vfs.f_bavail * vfs.f_frsize < ((uint64_t)8 << 20))
+		return tend_error_set(TEND_ERROR, "store %s: %s: the disk is "
+		    "full (%llu KiB free; LMDB said: %s): nothing of this "
+		    "transaction was kept",
+		    st->dir, what,
+		    (unsigned long long)((uint64_t)vfs.f_bavail *
+			vfs.f_frsize >> 10), mdb_strerror(rc));
+	return mdb_fail(rc, what);
 }
 
 /*
@@ -738,7 +761,7 @@ store_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
 			continue;
 		}
 		if (rc != 0)
-			return mdb_fail(rc, "commit");
+			return commit_fail(st, rc, "commit");
 		store_trim(st);
 		return 0;
 	}
@@ -772,7 +795,7 @@ child_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
 		return rc;
 	}
 	if ((rc = mdb_txn_commit(t.txn)) != 0)
-		return rc == MDB_MAP_FULL ? rc : mdb_fail(rc, "commit");
+		return rc == MDB_MAP_FULL ? rc : commit_fail(st, rc, "commit");
 	if (!durable)
 		return 0;
 	/* the child is in the settle's transaction now: commit both (a
@@ -783,7 +806,7 @@ child_write(struct tend_store *st, tend_store_body_fn *body, void *arg,
 	rc = mdb_txn_commit(lazy->txn);
 	free(lazy);
 	if (rc != 0)
-		return rc == MDB_MAP_FULL ? rc : mdb_fail(rc, "commit");
+		return rc == MDB_MAP_FULL ? rc : commit_fail(st, rc, "commit");
 	store_trim(st);
 	return 0;
 }
@@ -865,7 +888,7 @@ tend_store_settle_flush(struct tend_store *st)
 	mdb_env_set_flags(st->env, MDB_NOMETASYNC, 0);
 	free(t);
 	if (rc)
-		return mdb_fail(rc, "commit (settle)");
+		return commit_fail(st, rc, "commit (settle)");
 	store_trim(st);
 	return 0;
 }

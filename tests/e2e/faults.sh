@@ -192,6 +192,27 @@ CONF
 	run sync; expect_rc 0 "room again: converges ($ERR)"
 	cmp -s big/huge small/out/huge || fail "huge copied after the remount"
 	run check -q; expect_rc 0 "check after ENOSPC"
+	# the tracking store on a full filesystem: LMDB's short write was
+	# reported as "Input/output error" (a user went looking for a
+	# failing disk); nothing is written to the target without a record
+	mkdir -p many
+	i=0; while [ $i -lt 3000 ]; do echo "file $i" > many/f$i; i=$((i + 1)); done
+	mount -o remount,size=1m small
+	rm -rf small/* .tend
+	cat > tend.conf <<'CONF'
+[tend]
+	state = small/.tend
+[app "many"]
+	source = many
+	target = dir:out-many
+CONF
+	run sync; expect_rc 1 "a full store's disk"
+	expect_in "$ERR" "the disk is full" "a full store's disk said"
+	[ -z "$(ls out-many 2>/dev/null)" ] || fail "files written without their records: $(ls out-many | head -3)"
+	mount -o remount,size=16m small
+	run sync; expect_rc 0 "room again for the store ($ERR)"
+	diff -r many out-many >/dev/null || fail "out-many differs after room came back"
+	run check -q; expect_rc 0 "check after the store's disk was full"
 	umount small
 else
 	echo "SKIP: cannot mount a tmpfs here; the full-filesystem case did not run"
