@@ -274,6 +274,9 @@ struct row_action {
 	bool fresh;
 	const uint8_t *prev; /* nprev records of REC_LEN */
 	size_t nprev;
+	/* tend sync --full re-applies what it recorded: a row found as
+	 * recorded is left as it is ("verified", not "updated") */
+	bool repair;
 };
 
 static void table_apply(struct tend_sink *, struct tend_context *,
@@ -479,6 +482,7 @@ row_reconcile(struct tend_handler *base, const struct tend_reconcile_in *in,
 		return 0;
 	if ((a->fresh = in->prev_never_applied))
 		a->prev = tend_reconcile_prev_copy(in, REC_LEN, &a->nprev);
+	a->repair = !a->fresh && tend_reconcile_repairs(in, rec, REC_LEN);
 	out->action = a;
 	out->sink = &row_sink;
 	out->record.data = tend_arena_memdup(in->arena, rec, REC_LEN);
@@ -969,6 +973,87 @@ row_fail(struct tend_apply_result *r, const struct row_action *a, int rc,
 }
 
 /*
+ * Does row `name` of h's table hold what the record says (fingerprint
+ * fp: its content, size and digest)? 0 if so, TEND_ECONFLICT and why
+ * if not (TEND_CHECK_ABSENT: no such row), another code on an error.
+ * tend check asks it, and tend sync --full before it writes a row.
+ */
+static int
+row_compare(sqlite3 *db, const struct sq_handler *h, const char *name,
+    size_t len, const struct tend_fp *fp, struct tend_buf *why)
+{
+	struct tend_buf hex = TEND_BUF_INIT;
+	bool with_content = h->spec.content != CONTENT_NONE;
+	sqlite3_stmt *st = NULL;
+	const char *digest;
+	char *sql;
+	int rc = TEND_ECONFLICT, step;
+
+	sql = sqlite3_mprintf(with_content
+		? "SELECT size, digest, content FROM \"%w\" WHERE path = ?1"
+		: "SELECT size, digest FROM \"%w\" WHERE path = ?1",
+	    h->table);
+	if (!sql || sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		rc = tend_error_set(TEND_ERROR, "sqlite: table %s: %s",
+		    h->table, sqlite3_errmsg(db));
+		goto out;
+	}
+	sqlite3_bind_text(st, 1, name, (int)len, SQLITE_STATIC);
+	step = sqlite3_step(st);
+	if (step == SQLITE_DONE) {
+		tend_buf_printf(why, TEND_CHECK_ABSENT ": no such row in table %s",
+		    h->table);
+		goto out;
+	}
+	if (step != SQLITE_ROW) {
+		rc = tend_error_set(TEND_ERROR, "sqlite: table %s: %s",
+		    h->table, sqlite3_errmsg(db));
+		goto out;
+	}
+	tend_fp_hex(&hex, fp);
+	digest = (const char *)sqlite3_column_text(st, 1);
+	if (with_content) {
+		int type = sqlite3_column_type(st, 2);
+		const void *p = type == SQLITE_TEXT
+		    ? (const void *)sqlite3_column_text(st, 2)
+		    : sqlite3_column_blob(st, 2);
+		size_t clen = (size_t)sqlite3_column_bytes(st, 2);
+		struct tend_fp got = tend_fp_content(p ? p : "", clen);
+		int want = h->spec.content == CONTENT_TEXT ? SQLITE_TEXT
+							   : SQLITE_BLOB;
+
+		if (!tend_fp_equal(&got, fp)) {
+			tend_buf_puts(why, "content differs");
+			goto out;
+		}
+		if (type != want) {
+			tend_buf_printf(why, "content is stored as %s, not %s",
+			    type == SQLITE_TEXT ? "text"
+			    : type == SQLITE_BLOB ? "a blob"
+			    : type == SQLITE_NULL ? "NULL" : "a number",
+			    want == SQLITE_TEXT ? "text" : "a blob");
+			goto out;
+		}
+		if (sqlite3_column_int64(st, 0) != (sqlite3_int64)clen) {
+			tend_buf_printf(why, "size %lld, the content has %zu "
+					     "bytes",
+			    (long long)sqlite3_column_int64(st, 0), clen);
+			goto out;
+		}
+	}
+	if (!digest || strcmp(digest, hex.ptr) != 0) {
+		tend_buf_puts(why, "digest differs");
+		goto out;
+	}
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	sqlite3_free(sql);
+	tend_buf_release(&hex);
+	return rc;
+}
+
+/*
  * The actions of one database file (group[0..n)): one transaction. A row
  * that fails (its source unreadable) fails alone, the statement undone;
  * anything that ends the transaction (a failed commit, an I/O error)
@@ -1009,6 +1094,18 @@ apply_group(struct tend_context *ctx, struct row_action **group,
 		struct row_action *a = group[i];
 		sqlite3_stmt *st;
 
+		if (a->repair) {
+			struct tend_buf why = TEND_BUF_INIT;
+
+			rc = row_compare(db, a->h, a->path, strlen(a->path),
+			    &a->fp, &why);
+			tend_buf_release(&why);
+			tend_error_clear();
+			if (rc == 0) {
+				res[i]->unchanged = true;
+				continue;
+			}
+		}
 		if ((rc = stmt_for(&s, db, a->h, a->del, &st)) == 0 &&
 		    (!a->fresh || (rc = row_in_the_way(db, &s, a)) == 0))
 			rc = a->del ? delete_row(db, st, a) : put_row(db, st, a);
@@ -1091,15 +1188,12 @@ row_check(struct tend_handler *base, struct tend_context *ctx,
     struct tend_buf *why)
 {
 	struct sq_handler *h = (struct sq_handler *)(void *)base;
-	struct tend_buf path = TEND_BUF_INIT, hex = TEND_BUF_INIT;
+	struct tend_buf path = TEND_BUF_INIT;
 	bool with_content = h->spec.content != CONTENT_NONE;
 	sqlite3 *db = NULL;
-	sqlite3_stmt *st = NULL;
 	struct columns c;
 	struct tend_fp fp;
-	const char *digest;
-	char *sql = NULL;
-	int rc, step;
+	int rc;
 
 	if (key->kind != TEND_KEY_STR || record->len != REC_LEN ||
 	    record->data[0] != REC_VERSION)
@@ -1130,70 +1224,10 @@ row_check(struct tend_handler *base, struct tend_context *ctx,
 		    h->table);
 		goto out;
 	}
-	sql = sqlite3_mprintf(with_content
-		? "SELECT size, digest, content FROM \"%w\" WHERE path = ?1"
-		: "SELECT size, digest FROM \"%w\" WHERE path = ?1",
-	    h->table);
-	if (!sql || sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-		rc = tend_error_set(TEND_ERROR, "sqlite: table %s: %s",
-		    h->table, sqlite3_errmsg(db));
-		goto out;
-	}
-	sqlite3_bind_text(st, 1, key->u.s.ptr, (int)key->u.s.len,
-	    SQLITE_STATIC);
-	step = sqlite3_step(st);
-	if (step == SQLITE_DONE) {
-		tend_buf_printf(why, TEND_CHECK_ABSENT ": no such row in table %s",
-		    h->table);
-		goto out;
-	}
-	if (step != SQLITE_ROW) {
-		rc = tend_error_set(TEND_ERROR, "sqlite: table %s: %s",
-		    h->table, sqlite3_errmsg(db));
-		goto out;
-	}
-	tend_fp_hex(&hex, &fp);
-	digest = (const char *)sqlite3_column_text(st, 1);
-	if (with_content) {
-		int type = sqlite3_column_type(st, 2);
-		const void *p = type == SQLITE_TEXT
-		    ? (const void *)sqlite3_column_text(st, 2)
-		    : sqlite3_column_blob(st, 2);
-		size_t len = (size_t)sqlite3_column_bytes(st, 2);
-		struct tend_fp got = tend_fp_content(p ? p : "", len);
-		int want = h->spec.content == CONTENT_TEXT ? SQLITE_TEXT
-							   : SQLITE_BLOB;
-
-		if (!tend_fp_equal(&got, &fp)) {
-			tend_buf_puts(why, "content differs");
-			goto out;
-		}
-		if (type != want) {
-			tend_buf_printf(why, "content is stored as %s, not %s",
-			    type == SQLITE_TEXT ? "text"
-			    : type == SQLITE_BLOB ? "a blob"
-			    : type == SQLITE_NULL ? "NULL" : "a number",
-			    want == SQLITE_TEXT ? "text" : "a blob");
-			goto out;
-		}
-		if (sqlite3_column_int64(st, 0) != (sqlite3_int64)len) {
-			tend_buf_printf(why, "size %lld, the content has %zu "
-					     "bytes",
-			    (long long)sqlite3_column_int64(st, 0), len);
-			goto out;
-		}
-	}
-	if (!digest || strcmp(digest, hex.ptr) != 0) {
-		tend_buf_puts(why, "digest differs");
-		goto out;
-	}
-	rc = 0;
+	rc = row_compare(db, h, key->u.s.ptr, key->u.s.len, &fp, why);
 out:
-	sqlite3_finalize(st);
-	sqlite3_free(sql);
 	sqlite3_close(db);
 	tend_buf_release(&path);
-	tend_buf_release(&hex);
 	return rc;
 }
 

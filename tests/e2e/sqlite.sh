@@ -80,7 +80,13 @@ run sync; expect_rc 0 "a plain sync"
 [ -z "$(q "select path from notes where path = 'a.md'")" ] || fail "a plain sync read the table"
 run sync --full; expect_rc 0 "sync --full"
 [ "$(q "select content from notes where path = 'a.md'")" = hello2 ] || fail "not restored: $(q 'select * from notes')"
+# (a new user's trial: --full said every row "updated" and rewrote it)
+expect_in "$OUT" "0 created, 1 updated, 0 deleted, 1 verified" "--full: the drifted row updated, the other verified"
 run check; expect_rc 0 "no drift after --full"
+before=$(digest)
+run sync --full; expect_rc 0 "sync --full without drift"
+expect_in "$OUT" "0 created, 0 updated, 0 deleted, 2 verified" "--full without drift verifies"
+[ "$(digest)" = "$before" ] || fail "sync --full without drift rewrote notes.db"
 
 # ---- a lossy change: content as blobs, every row written again
 conf "	content = blob"
