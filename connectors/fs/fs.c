@@ -968,6 +968,8 @@ say_kept(struct tend_apply_result *r, int dirfd)
 			    e->d_name, e->d_type == DT_DIR ? "/" : "");
 	}
 	closedir(d);
+	/* it stays: its state goes ("forgotten", not "deleted") */
+	r->left = n > 0;
 	if (n)
 		tend_apply_note(r, "stays, with what tend did not write in it "
 		    "(%zu entr%s left: %s%s)", n, n == 1 ? "y" : "ies",

@@ -86,7 +86,8 @@ static const struct tend_plugin_key sqlite_keys[NKEYS] = {
 	[KEY_TABLE] = {"table", TEND_PKEY_STRING, "",
 	    TEND_PKEY_CHANGE_DESTRUCTIVE,
 	    "the table's name (default: the app's name); another name "
-	    "drops the old table and writes every row into the new one"},
+	    "deletes tend's rows of the old table (the table goes if no "
+	    "other rows are left) and writes every row into the new one"},
 	[KEY_CONTENT] = {"content", TEND_PKEY_STRING, "text",
 	    TEND_PKEY_CHANGE_LOSSY,
 	    "text, blob or none: how a row holds the entry's bytes (none: no "
@@ -660,17 +661,18 @@ out:
 }
 
 /* Does the table hold no row? */
+/* The table's rows: *rows 0 if empty */
 static int
-table_empty(sqlite3 *db, const char *table, bool *empty)
+table_rows(sqlite3 *db, const char *table, int64_t *rows)
 {
-	char *sql = sqlite3_mprintf("SELECT 1 FROM \"%w\" LIMIT 1", table);
+	char *sql = sqlite3_mprintf("SELECT count(*) FROM \"%w\"", table);
 	sqlite3_stmt *st = NULL;
-	int rc = 0, step;
+	int rc = 0;
 
 	if (!sql || sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		rc = tend_error_set(TEND_ERROR, "%s", sqlite3_errmsg(db));
-	else if ((step = sqlite3_step(st)) == SQLITE_ROW || step == SQLITE_DONE)
-		*empty = step == SQLITE_DONE;
+	else if (sqlite3_step(st) == SQLITE_ROW)
+		*rows = sqlite3_column_int64(st, 0);
 	else
 		rc = tend_error_set(TEND_ERROR, "%s", sqlite3_errmsg(db));
 	sqlite3_finalize(st);
@@ -684,11 +686,13 @@ table_empty(sqlite3 *db, const char *table, bool *empty)
  * somebody else wrote there keep it.
  */
 static int
-drop_table(sqlite3 *db, const char *table, bool always)
+drop_table(sqlite3 *db, const char *table, bool always, int64_t *kept)
 {
 	struct columns c;
-	bool empty = true;
+	int64_t rows = 0;
 	int rc;
+
+	*kept = 0;
 
 	if ((rc = read_columns(db, table, &c)) || !c.exists)
 		return rc; /* gone already: nothing to write */
@@ -697,11 +701,11 @@ drop_table(sqlite3 *db, const char *table, bool always)
 	if (tend_failpoint("sqlite-table", table))
 		rc = tend_error_set(TEND_ERROR, "%s", strerror(errno));
 	else if (!always)
-		rc = table_empty(db, table, &empty);
-	if (rc == 0 && empty)
+		rc = table_rows(db, table, &rows);
+	if (rc == 0 && rows == 0)
 		rc = alter(db, "DROP TABLE IF EXISTS \"%w\"", table);
-	if (rc == 0)
-		rc = db_exec(db, "COMMIT");
+	if (rc == 0 && (rc = db_exec(db, "COMMIT")) == 0)
+		*kept = rows;
 	if (rc && !sqlite3_get_autocommit(db))
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 	return rc;
@@ -726,8 +730,20 @@ table_apply(struct tend_sink *sink, struct tend_context *ctx,
 			if (rc == TEND_ENOTFOUND) {
 				rc = 0; /* no file, no table */
 				tend_error_clear();
-			} else if (rc == 0)
-				rc = drop_table(db, a->table, a->wipe);
+			} else if (rc == 0) {
+				int64_t kept = 0;
+
+				rc = drop_table(db, a->table, a->wipe, &kept);
+				/* it stays: its state goes ("forgotten") */
+				if (rc == 0 && kept) {
+					results[i].left = true;
+					tend_apply_note(&results[i], "table %s "
+					    "stays, with what tend did not "
+					    "write in it (%lld row%s left)",
+					    a->table, (long long)kept,
+					    kept == 1 ? "" : "s");
+				}
+			}
 		} else if (rc == 0 &&
 		    (rc = ensure_table(db, a->table, &a->spec, a->wipe)) == 0)
 			results[i].child = handler_new(&row_ops, a->db,

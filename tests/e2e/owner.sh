@@ -220,7 +220,8 @@ run ls site; expect_not_in "$OUT" "out/a" "gone: the state went"
 printf 'src a\n' > src/a
 run sync; expect_rc 1 "gone: back, in the way again"
 run drop site; expect_rc 0 "gone: drop"
-expect_in "$OUT" "1 forgotten (not tend's: left as it was)" "gone: drop says a stays"
+# a and the directory out/ stay (its note names a): both forgotten
+expect_in "$OUT" "2 forgotten (not tend's: left as they were)" "gone: drop says a and out/ stay"
 expect_file out/a MINE
 expect_gone out/b
 # a cut-short first write of tend's own bytes is still tend's to delete

@@ -210,6 +210,24 @@ run sync; expect_rc 0 "sync once the row is gone"
 [ "$(q "select content from notes where path = 'mine.md'")" = "ours" ] || fail "mine.md after: $(q "select content from notes where path = 'mine.md'")"
 rm notes/mine.md; run sync -q --allow-delete; expect_rc 0 "mine.md removed"
 
+# ---- another table name: tend's rows go from the old table, which stays
+# with a row of the user's: it is forgotten, not counted deleted, and the
+# sync says why it stays (a new user's trial: "4 deleted", the table kept)
+conf "	content = blob"
+run sync; expect_rc 0 "recreate = false again"
+python3 -c "import sqlite3; c = sqlite3.connect('notes.db'); c.execute(\"insert into notes (path, content, size, digest) values ('users.md', 'kept', 4, 'x')\"); c.commit()"
+n=$(q "select count(*) from notes")
+sed -i 's/^\ttable = notes$/\ttable = notes2/' tend.conf
+run sync; expect_rc 0 "another table name"
+expect_in "$OUT" "$((n - 1)) deleted, 1 forgotten" "the old table's rows deleted, the table forgotten"
+expect_in "$ERR" "table notes stays, with what tend did not write in it (1 row left)" "the sync says the table stays"
+[ "$(q "select path from notes")" = users.md ] || fail "the old table: $(q 'select path from notes')"
+[ "$(q "select count(*) from notes2")" = $((n - 1)) ] || fail "the new table: $(q 'select path from notes2')"
+conf "	content = blob"
+python3 -c "import sqlite3; c = sqlite3.connect('notes.db'); c.execute(\"delete from notes where path = 'users.md'\"); c.commit()"
+run sync; expect_rc 0 "back to the first table"
+run check; expect_rc 0 "check after the table came back"
+
 # ---- drop without the plugin loaded could only forget the rows: refused
 printf '[tend]\n' > tend.conf
 run status; expect_rc 0 "status without the app"
