@@ -658,9 +658,9 @@ held_outs(struct run *r, struct tend_buf *out)
 	for (size_t i = 0; i < r->nvanished; i++) {
 		sig_key(&k, r->app->name, r->vanished[i],
 		    strlen(r->vanished[i]));
-		if (tend_store_get(txn, TEND_T_SIG, k.ptr, k.len, &v) == 0 &&
-		    v.len > SIG_FIXED)
-			tend_buf_put(out, v.data + SIG_FIXED, v.len - SIG_FIXED);
+		if (tend_store_get(txn, TEND_T_SIG, k.ptr, k.len, &v) == 0)
+			sig_outs(&v, r->vanished[i], strlen(r->vanished[i]),
+			    out);
 	}
 	tend_store_read_end(txn);
 	tend_buf_release(&k);

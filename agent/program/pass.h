@@ -19,8 +19,9 @@
 #define TEND_HIDDEN __attribute__((visibility("hidden")))
 #endif
 
-/* a SIG row: [version][signature and stamp, SIG_FIXED bytes in all]
- * [the entries it declared, as struct item's outs] */
+/* a SIG row of version 3: [version][signature and stamp, SIG_FIXED
+ * bytes in all][the entries it declared, as struct item's outs];
+ * version 4: sigcache.c */
 #define SIG_FIXED (1 + 32 + 4 + 1 + 16 + 1 + 16 + 16)
 
 struct sig {
@@ -50,8 +51,8 @@ TEND_HIDDEN uint32_t stamp_intern(const struct tend_fp *logic,
 /* Is `stamp` that of these? (0 is nobody's) */
 TEND_HIDDEN bool stamp_is(uint32_t stamp, const struct tend_fp *logic,
     uint64_t gen_id, uint64_t gen_schema);
-/* The logic a stamp holds (NULL for 0) */
-TEND_HIDDEN const struct tend_fp *stamp_logic(uint32_t stamp);
+/* Does `stamp` hold this logic? (false for 0) */
+TEND_HIDDEN bool stamp_logic_is(uint32_t stamp, const struct tend_fp *logic);
 
 struct item {
 	char *rel;
@@ -147,6 +148,10 @@ TEND_HIDDEN uint64_t ts_ns(const struct timespec *t);
 TEND_HIDDEN void sig_key(struct tend_buf *k, const char *app, const char *rel,
     size_t len);
 TEND_HIDDEN bool sig_decode(const struct tend_bytes *v, struct sig *s);
+/* The entries SIG row v lists, appended to `out` as an outs list; `rel`
+ * (`len` bytes) is the row's source path. False if v is no SIG row. */
+TEND_HIDDEN bool sig_outs(const struct tend_bytes *v, const char *rel,
+    size_t len, struct tend_buf *out);
 TEND_HIDDEN int hash_link(int dirfd, const char *leaf, struct tend_fp *out,
     char *text);
 TEND_HIDDEN int hash_file(int dirfd, const char *leaf, off_t size,

@@ -27,7 +27,6 @@
  * without its mtime moving (timestamps advance in kernel ticks): its
  * signature is not trusted next time. */
 #define RACY_NS (50ull * 1000000ull)
-#define SIG_VERSION 3
 
 /* a million items are held for a pass: keep them small */
 _Static_assert(sizeof(struct item) <= 152, "struct item grew");
@@ -82,74 +81,94 @@ names_free(struct run *r)
 
 /* ---- stamps: few distinct ones, many rows ---- */
 
+/*
+ * A stamp as rows keep it: the first 8 bytes of the logic fingerprint,
+ * then 8 of a hash of the target generation (16 bytes, not 32; a row of
+ * a million keeps one). Two stamps are the same when their keys are.
+ */
 struct stamp {
-	struct tend_fp logic;
-	uint64_t gen_id, gen_schema;
+	uint8_t key[16];
 };
 
 static struct stamp *stamps; /* stamps[n - 1] is number n */
 static uint32_t nstamps, cstamps;
 static pthread_mutex_t stamps_lock = PTHREAD_MUTEX_INITIALIZER;
 
-uint32_t
-stamp_intern(const struct tend_fp *logic, uint64_t gen_id,
+static void
+stamp_key(uint8_t key[16], const struct tend_fp *logic, uint64_t gen_id,
     uint64_t gen_schema)
+{
+	uint64_t g[2] = {gen_id, gen_schema};
+	struct tend_fp h = tend_fp_bytes(g, sizeof g);
+
+	memcpy(key, logic->b, 8);
+	memcpy(key + 8, h.b, 8);
+}
+
+static uint32_t
+stamp_intern_key(const uint8_t key[16])
 {
 	uint32_t n;
 
 	pthread_mutex_lock(&stamps_lock);
-	for (n = nstamps; n > 0; n--) {
-		const struct stamp *x = &stamps[n - 1];
-
-		if (x->gen_id == gen_id && x->gen_schema == gen_schema &&
-		    tend_fp_equal(&x->logic, logic))
+	for (n = nstamps; n > 0; n--)
+		if (memcmp(stamps[n - 1].key, key, 16) == 0)
 			break;
-	}
 	if (n == 0) {
 		if (nstamps == cstamps) {
 			cstamps = cstamps ? cstamps * 2 : 4;
 			stamps = tend_xrealloc(stamps,
 			    cstamps * sizeof *stamps);
 		}
-		stamps[nstamps++] = (struct stamp){*logic, gen_id, gen_schema};
+		memcpy(stamps[nstamps++].key, key, 16);
 		n = nstamps;
 	}
 	pthread_mutex_unlock(&stamps_lock);
 	return n;
 }
 
-static struct stamp
-stamp_get(uint32_t stamp)
+uint32_t
+stamp_intern(const struct tend_fp *logic, uint64_t gen_id,
+    uint64_t gen_schema)
 {
-	struct stamp x = {0};
+	uint8_t key[16];
+
+	stamp_key(key, logic, gen_id, gen_schema);
+	return stamp_intern_key(key);
+}
+
+static bool
+stamp_get(uint32_t stamp, uint8_t key[16])
+{
+	bool ok = false;
 
 	pthread_mutex_lock(&stamps_lock);
-	if (stamp && stamp <= nstamps)
-		x = stamps[stamp - 1];
+	if (stamp && stamp <= nstamps) {
+		memcpy(key, stamps[stamp - 1].key, 16);
+		ok = true;
+	}
 	pthread_mutex_unlock(&stamps_lock);
-	return x;
+	return ok;
 }
 
 bool
 stamp_is(uint32_t stamp, const struct tend_fp *logic, uint64_t gen_id,
     uint64_t gen_schema)
 {
-	struct stamp x = stamp_get(stamp);
+	uint8_t have[16], want[16];
 
-	return stamp && x.gen_id == gen_id && x.gen_schema == gen_schema &&
-	    tend_fp_equal(&x.logic, logic);
+	if (!stamp_get(stamp, have))
+		return false;
+	stamp_key(want, logic, gen_id, gen_schema);
+	return memcmp(have, want, 16) == 0;
 }
 
-const struct tend_fp *
-stamp_logic(uint32_t stamp)
+bool
+stamp_logic_is(uint32_t stamp, const struct tend_fp *logic)
 {
-	const struct tend_fp *p = NULL;
+	uint8_t have[16];
 
-	pthread_mutex_lock(&stamps_lock);
-	if (stamp && stamp <= nstamps)
-		p = &stamps[stamp - 1].logic;
-	pthread_mutex_unlock(&stamps_lock);
-	return p;
+	return stamp_get(stamp, have) && memcmp(have, logic->b, 8) == 0;
 }
 
 static void
@@ -187,48 +206,204 @@ sig_key(struct tend_buf *k, const char *app, const char *rel, size_t len)
 	}
 }
 
-static void
-sig_encode(struct tend_buf *b, const struct sig *s, const struct tend_buf *outs)
-{
-	uint64_t v[4] = {s->size, s->mtime_ns, s->ctime_ns, s->ino};
-	struct stamp st = stamp_get(s->stamp);
-	uint64_t g[2] = {st.gen_id, st.gen_schema};
+/* ---- the row ---- */
 
-	tend_buf_putc(b, SIG_VERSION);
-	tend_buf_put(b, v, sizeof v);
-	tend_buf_put(b, &s->mode, 4);
-	tend_buf_putc(b, s->trusted);
+static void
+put_varint(struct tend_buf *b, uint64_t v)
+{
+	do {
+		uint8_t c = (uint8_t)(v & 0x7f);
+
+		v >>= 7;
+		tend_buf_putc(b, (char)(c | (v ? 0x80 : 0)));
+	} while (v);
+}
+
+static bool
+get_varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	for (unsigned shift = 0; shift < 64; shift += 7) {
+		if (*pos >= n)
+			return false;
+		uint8_t c = p[(*pos)++];
+
+		v |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80)) {
+			*out = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Version 4 (this tend writes it; version 3, 123 bytes for a copied
+ * file, is still read):
+ *	[4][flags][size][mtime ns, 8 bytes][ctime - mtime, zigzag]
+ *	[inode][mode][content fp, 16][stamp key, 16 if SIGF_STAMP]
+ *	[outs, unless SIGF_SELF*]
+ * numbers in varints (LEB128). A source that declared one entry under
+ * its own path (every copied file) names it by a flag: SIGF_SELF_SAME
+ * when the entry's fingerprint is the content's, SIGF_SELF and 16 bytes
+ * when not. 55 bytes for a copied file.
+ */
+#define SIG_V3 3
+#define SIG_V4 4
+#define SIGF_TRUSTED 1
+#define SIGF_STAMP 2
+#define SIGF_SELF_SAME 4
+#define SIGF_SELF 8
+
+/* TEND_SIG_VERSION=3 in the environment (tests): rows as version 3 */
+static bool sig_v3;
+
+static void
+sig_encode(struct tend_buf *b, const struct sig *s, const char *rel,
+    size_t len, const struct tend_buf *outs)
+{
+	uint8_t key[16];
+	bool stamped = stamp_get(s->stamp, key);
+	int64_t dc = (int64_t)(s->ctime_ns - s->mtime_ns);
+	uint8_t fl = (s->trusted ? SIGF_TRUSTED : 0) |
+	    (stamped ? SIGF_STAMP : 0);
+	const char *name;
+	uint16_t nlen;
+	size_t pos = 0;
+	bool self = len <= 400 && outs_next(outs->ptr, outs->len, &pos, &name,
+	    &nlen) && pos == outs->len && nlen == len &&
+	    memcmp(name, rel, len) == 0;
+	bool same = self && memcmp(name + nlen, s->fp.b, 16) == 0;
+
+	fl |= same ? SIGF_SELF_SAME : self ? SIGF_SELF : 0;
+	if (sig_v3) {
+		/* for tests: what an older tend wrote (unstamped: its stamp
+		 * held the whole logic, which is not kept any more) */
+		uint64_t x[4] = {s->size, s->mtime_ns, s->ctime_ns, s->ino};
+		uint8_t zero[32] = {0};
+
+		tend_buf_putc(b, SIG_V3);
+		tend_buf_put(b, x, sizeof x);
+		tend_buf_put(b, &s->mode, 4);
+		tend_buf_putc(b, s->trusted);
+		tend_buf_put(b, s->fp.b, 16);
+		tend_buf_putc(b, 0);
+		tend_buf_put(b, zero, 32);
+		tend_buf_put(b, outs->ptr, outs->len);
+		return;
+	}
+	tend_buf_putc(b, SIG_V4);
+	tend_buf_putc(b, (char)fl);
+	put_varint(b, s->size);
+	tend_buf_put(b, &s->mtime_ns, 8);
+	put_varint(b, (uint64_t)((dc << 1) ^ (dc >> 63)));
+	put_varint(b, s->ino);
+	put_varint(b, s->mode);
 	tend_buf_put(b, s->fp.b, 16);
-	tend_buf_putc(b, s->stamp != 0);
-	tend_buf_put(b, st.logic.b, 16);
-	tend_buf_put(b, g, sizeof g);
-	tend_buf_put(b, outs->ptr, outs->len);
+	if (stamped)
+		tend_buf_put(b, key, 16);
+	if (same)
+		return;
+	if (self)
+		tend_buf_put(b, name + nlen, 16);
+	else
+		tend_buf_put(b, outs->ptr, outs->len);
+}
+
+/* s from row v; *outs_at the offset of its outs (SIGF_SELF: of the
+ * entry's fingerprint), *fl its flags (0 for version 3) */
+static bool
+sig_parse(const struct tend_bytes *v, struct sig *s, size_t *outs_at,
+    uint8_t *fl)
+{
+	if (v->len >= SIG_FIXED && v->data[0] == SIG_V3) {
+		uint64_t x[4];
+		uint8_t key[16];
+
+		memcpy(x, v->data + 1, 32);
+		s->size = x[0];
+		s->mtime_ns = x[1];
+		s->ctime_ns = x[2];
+		s->ino = x[3];
+		memcpy(&s->mode, v->data + 33, 4);
+		s->trusted = v->data[37] != 0;
+		memcpy(s->fp.b, v->data + 38, 16);
+		s->stamp = 0;
+		if (v->data[54]) {
+			struct tend_fp logic;
+			uint64_t g[2];
+
+			memcpy(logic.b, v->data + 55, 16);
+			memcpy(g, v->data + 71, 16);
+			stamp_key(key, &logic, g[0], g[1]);
+			s->stamp = stamp_intern_key(key);
+		}
+		*outs_at = SIG_FIXED;
+		*fl = 0;
+		return true;
+	}
+	size_t pos = 2;
+	uint64_t dc, mode;
+
+	if (v->len < 2 || v->data[0] != SIG_V4)
+		return false;
+	*fl = v->data[1];
+	if (!get_varint(v->data, v->len, &pos, &s->size) || pos + 8 > v->len)
+		return false;
+	memcpy(&s->mtime_ns, v->data + pos, 8);
+	pos += 8;
+	if (!get_varint(v->data, v->len, &pos, &dc) ||
+	    !get_varint(v->data, v->len, &pos, &s->ino) ||
+	    !get_varint(v->data, v->len, &pos, &mode) || pos + 16 > v->len)
+		return false;
+	s->ctime_ns = s->mtime_ns + (uint64_t)((int64_t)(dc >> 1) ^
+	    -(int64_t)(dc & 1));
+	s->mode = (uint32_t)mode;
+	s->trusted = (*fl & SIGF_TRUSTED) != 0;
+	memcpy(s->fp.b, v->data + pos, 16);
+	pos += 16;
+	s->stamp = 0;
+	if (*fl & SIGF_STAMP) {
+		if (pos + 16 > v->len)
+			return false;
+		s->stamp = stamp_intern_key(v->data + pos);
+		pos += 16;
+	}
+	if ((*fl & SIGF_SELF) && pos + 16 != v->len)
+		return false;
+	*outs_at = pos;
+	return true;
 }
 
 bool
 sig_decode(const struct tend_bytes *v, struct sig *s)
 {
-	uint64_t x[4];
+	size_t at;
+	uint8_t fl;
 
-	if (v->len < SIG_FIXED || v->data[0] != SIG_VERSION)
+	return sig_parse(v, s, &at, &fl);
+}
+
+/* The entries row v lists, appended to `out` as outs lists them (`rel`,
+ * `len`: the row's source, which names the entry of a SIGF_SELF row) */
+bool
+sig_outs(const struct tend_bytes *v, const char *rel, size_t len,
+    struct tend_buf *out)
+{
+	struct sig s;
+	size_t at;
+	uint8_t fl;
+	uint16_t n = (uint16_t)len;
+
+	if (!sig_parse(v, &s, &at, &fl))
 		return false;
-	memcpy(x, v->data + 1, 32);
-	s->size = x[0];
-	s->mtime_ns = x[1];
-	s->ctime_ns = x[2];
-	s->ino = x[3];
-	memcpy(&s->mode, v->data + 33, 4);
-	s->trusted = v->data[37] != 0;
-	memcpy(s->fp.b, v->data + 38, 16);
-	s->stamp = 0;
-	if (v->data[54]) {
-		struct tend_fp logic;
-		uint64_t g[2];
-
-		memcpy(logic.b, v->data + 55, 16);
-		memcpy(g, v->data + 71, 16);
-		s->stamp = stamp_intern(&logic, g[0], g[1]);
-	}
+	if (fl & (SIGF_SELF_SAME | SIGF_SELF)) {
+		tend_buf_put(out, &n, 2);
+		tend_buf_put(out, rel, len);
+		tend_buf_put(out, (fl & SIGF_SELF) ? v->data + at : s.fp.b, 16);
+	} else
+		tend_buf_put(out, v->data + at, v->len - at);
 	return true;
 }
 
@@ -309,14 +484,22 @@ add_item(struct run *r, const char *rel, size_t len, const struct stat *st,
 {
 	struct item it = {0};
 	struct sig old;
-	bool have = row && sig_decode(row, &old);
+	size_t at = 0;
+	uint8_t fl = 0;
+	bool have = row && sig_parse(row, &old, &at, &fl);
 
 	it.rel = names_dup(r, rel, len);
 	it.len = len;
 	it.outs = (struct tend_buf)TEND_BUF_INIT;
 	sig_of(&it.sig, st);
 	if (have) {
-		item_outs_set(&it, row->data + SIG_FIXED, row->len - SIG_FIXED);
+		/* (no copy of the path: the hot path of a no-op pass) */
+		if (fl & (SIGF_SELF_SAME | SIGF_SELF)) {
+			it.outs_self = true;
+			memcpy(it.outs_fp.b, (fl & SIGF_SELF) ? row->data + at
+			    : old.fp.b, 16);
+		} else
+			item_outs_set(&it, row->data + at, row->len - at);
 		it.had = true;
 		it.old_fp = old.fp;
 	}
@@ -445,9 +628,17 @@ put_sig(struct tend_txn *txn, struct run *r, struct item *it,
 	struct tend_buf tmp = TEND_BUF_INIT;
 	int rc;
 
+	static int v3 = -1; /* (getenv once: a million rows a pass) */
+
+	if (v3 < 0) {
+		const char *want = getenv("TEND_SIG_VERSION");
+
+		v3 = want && strcmp(want, "3") == 0;
+	}
+	sig_v3 = v3 == 1;
 	sig_key(k, r->app->name, it->rel, it->len);
 	tend_buf_reset(v);
-	sig_encode(v, &it->sig, item_outs(it, &tmp));
+	sig_encode(v, &it->sig, it->rel, it->len, item_outs(it, &tmp));
 	rc = tend_store_put(txn, TEND_T_SIG, k->ptr, k->len, v->ptr, v->len);
 	tend_buf_release(&tmp);
 	return rc;

@@ -210,6 +210,7 @@ tend_app_strays(struct tend_ws *ws, struct tend_app_config *app, bool remove,
 {
 	struct strays s = {.remove = remove, .fn = fn, .arg = arg};
 	struct tend_buf prefix = TEND_BUF_INIT, rel = TEND_BUF_INIT;
+	struct tend_buf outs = TEND_BUF_INIT;
 	struct tend_txn *txn;
 	struct tend_iter it;
 	struct tend_bytes k, v;
@@ -231,13 +232,19 @@ tend_app_strays(struct tend_ws *ws, struct tend_app_config *app, bool remove,
 		const char *name;
 		uint16_t len;
 
-		for (size_t pos = SIG_FIXED;
-		     outs_next(v.data, v.len, &pos, &name, &len);)
+		/* (a long path's key is a digest: its row spells its
+		 * entries out) */
+		tend_buf_reset(&outs);
+		sig_outs(&v, (const char *)k.data + prefix.len,
+		    k.len - prefix.len, &outs);
+		for (size_t pos = 0;
+		     outs_next(outs.ptr, outs.len, &pos, &name, &len);)
 			strays_add(&s, name, len);
 	}
 	tend_store_iter_finish(&it);
 	tend_store_read_end(txn);
 	tend_buf_release(&prefix);
+	tend_buf_release(&outs);
 	if (more < 0)
 		rc = more;
 	if (app->manifest && app->target == TEND_TARGET_DIR)

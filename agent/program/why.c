@@ -215,8 +215,7 @@ tend_app_why(const char *component, struct tend_buf *out)
 		fp_short(out, &it->sig.fp);
 	} else if (it->hashed)
 		tend_buf_printf(out, "source %s touched, same content", rel);
-	else if (stamp_logic(it->sig.stamp) &&
-	    !tend_fp_equal(stamp_logic(it->sig.stamp), &r->logic))
+	else if (it->sig.stamp && !stamp_logic_is(it->sig.stamp, &r->logic))
 		tend_buf_puts(out, "logic changed (the app's declaration)");
 	else if (r->o->full)
 		tend_buf_puts(out, "full pass (--full)");
