@@ -1139,49 +1139,77 @@ fsync_path(const char *path)
 	return rc;
 }
 
-/* Every row of st's tables, in key order, into the empty env `to`: each
- * page filled before the next is begun (MDB_APPEND). The counters' mark
- * follows the copy's transaction if it was right in the snapshot. */
+/* Rows copied in one transaction of the repack: LMDB keeps a write
+ * transaction's pages in memory (a million states' store in one would
+ * hold ~700 MB) */
+#define REPACK_TXN_ROWS 65536
+
+/*
+ * Every row of st's tables, in key order, into the empty env `to`: each
+ * page filled before the next is begun (MDB_APPEND), in transactions of
+ * REPACK_TXN_ROWS rows (`to` is nobody's until the swap), the read map
+ * trimmed as a pass's is. The counters' mark is written last, with the
+ * last transaction's id, if it was right in the snapshot.
+ */
 static int
 repack_copy(struct tend_store *st, MDB_env *to)
 {
 	MDB_txn *rt = NULL, *wt = NULL;
 	MDB_cursor *cur = NULL;
 	MDB_val k, v;
-	uint64_t id;
+	MDB_dbi d[TEND_T__COUNT];
+	uint64_t id, rows = 0, per = REPACK_TXN_ROWS;
+	const char *e = getenv("TEND_REPACK_TXN_ROWS"); /* for tests */
 	int rc;
 
+	if (e && strtoull(e, NULL, 10) > 0)
+		per = strtoull(e, NULL, 10);
 	if ((rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &rt)) ||
 	    (rc = mdb_txn_begin(to, NULL, 0, &wt)))
 		goto out;
 	struct tend_txn snap = {.st = st, .txn = rt, .rdonly = true};
 	bool counted = tend_store_counts_valid(&snap);
 
+	for (int i = 0; i < TEND_T__COUNT; i++)
+		if ((rc = mdb_dbi_open(wt, table_names[i], MDB_CREATE, &d[i])))
+			goto out;
 	for (int i = 0; i < TEND_T__COUNT; i++) {
-		MDB_dbi d;
-
-		if ((rc = mdb_dbi_open(wt, table_names[i], MDB_CREATE, &d)) ||
-		    (rc = mdb_cursor_open(rt, st->dbi[i], &cur)))
+		if ((rc = mdb_cursor_open(rt, st->dbi[i], &cur)))
 			goto out;
 		while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
 			if (i == TEND_T_META && k.mv_size == strlen(MARK_KEY) &&
-			    memcmp(k.mv_data, MARK_KEY, k.mv_size) == 0) {
-				id = mdb_txn_id(wt);
-				if (!counted)
-					continue; /* recounted by the next write */
-				v.mv_data = &id;
-				v.mv_size = 8;
-			}
-			if ((rc = mdb_put(wt, d, &k, &v, MDB_APPEND)))
+			    memcmp(k.mv_data, MARK_KEY, k.mv_size) == 0)
+				continue; /* below */
+			if ((rc = mdb_put(wt, d[i], &k, &v, MDB_APPEND)))
 				goto out;
+			if (++rows % per == 0) {
+				rc = mdb_txn_commit(wt);
+				wt = NULL;
+				if (rc || (rc = mdb_txn_begin(to, NULL, 0, &wt)))
+					goto out;
+				store_trim(st);
+			}
 		}
 		mdb_cursor_close(cur);
 		cur = NULL;
 		if (rc != MDB_NOTFOUND)
 			goto out;
 	}
-	rc = mdb_txn_commit(wt); /* durable: the copy is synced */
+	rc = 0;
+	if (counted) {
+		id = mdb_txn_id(wt);
+		k.mv_size = strlen(MARK_KEY);
+		k.mv_data = (void *)MARK_KEY;
+		v.mv_size = 8;
+		v.mv_data = &id;
+		rc = mdb_put(wt, d[TEND_T_META], &k, &v, 0);
+	}
+	if (rc == 0)
+		rc = mdb_txn_commit(wt);
 	wt = NULL;
+	/* the copy's transactions were not synced one by one: now */
+	if (rc == 0)
+		rc = mdb_env_sync(to, 1);
 out:
 	if (cur)
 		mdb_cursor_close(cur);
@@ -1219,7 +1247,7 @@ tend_store_repack(struct tend_store *st)
 	if ((rc = mdb_env_create(&to)) == 0) {
 		mdb_env_set_maxdbs(to, TEND_T__COUNT + 2);
 		mdb_env_set_mapsize(to, (size_t)st->map_size);
-		rc = mdb_env_open(to, tmp.ptr, MDB_NOTLS, 0600);
+		rc = mdb_env_open(to, tmp.ptr, MDB_NOTLS | MDB_NOSYNC, 0600);
 	}
 	if (rc == 0)
 		rc = repack_copy(st, to);
