@@ -100,6 +100,7 @@ static const char *const usage_text =
     "  check [APP]      compare targets with the tracking records\n"
     "  drop  APP...     revert every target state of the app, forget it\n"
     "  watch            the agent: catch up, then follow changes (inotify)\n"
+    "  stop             stop the running agent (after its pass)\n"
     "  top              the dashboard of a running agent (ncurses)\n"
     "  init [DIR]       write a commented tend.conf for DIR (never over "
     "one)\n"
@@ -215,6 +216,11 @@ static const struct {
 		"so and exits 1: start one with\n`tend watch --daemon`, or run "
 		"both at once with `tend watch --tui`.\nIt needs a terminal: "
 		"with standard input or output not one, it exits 2.\n"},
+	{"stop", "usage: tend stop\n\n"
+		 "Stop the workspace's running agent: SIGTERM, then wait until "
+		 "it has\nfinished its current pass, committed and exited (60 "
+		 "s at most; then\nexit 1, naming it). Exit 0 when it stopped, "
+		 "or when none runs.\n"},
 	{"drop", "usage: tend drop [--json] APP...\n\n"
 		 "Revert every target state the app created (delete what it "
 		 "wrote), then\nforget the app. Not braked: it is explicit. "
@@ -634,7 +640,7 @@ writer_open(struct tend_ws *ws, const char *who)
 		say_error("an agent (pid %d) runs for this workspace and "
 			  "applies changes itself; it takes `tend sync` and "
 			  "`tend sync --allow-delete` (every app), not `%s`: "
-			  "stop it first (kill -TERM %d)", pid, who, pid);
+			  "stop it first (tend stop)", pid, who);
 		return EXIT_USAGE;
 	}
 	if (tend_ws_open(ws) || tend_ws_lock(ws, who)) {
@@ -644,6 +650,47 @@ writer_open(struct tend_ws *ws, const char *who)
 	return 0;
 }
 
+
+/*
+ * tend stop: SIGTERM to the agent, then wait for its lock on agent.pid to
+ * be free (it finishes its pass and commits first).
+ */
+#define STOP_WAIT_MS 60000
+
+static int
+cmd_stop(struct tend_ws *ws)
+{
+	int pid = tend_ws_agent_pid(ws);
+
+	for (int i = 0; pid < 0 && i < 200; i++) {
+		usleep(10000); /* starting: its pid is not written yet */
+		pid = tend_ws_agent_pid(ws);
+	}
+	if (pid == 0) {
+		printf("no agent runs for this workspace\n");
+		return 0;
+	}
+	if (pid < 0) {
+		say_error("an agent is starting for this workspace; try again "
+			  "when it runs");
+		return EXIT_FAIL;
+	}
+	if (kill(pid, SIGTERM) != 0) {
+		say_error("the agent (pid %d): %s", pid, strerror(errno));
+		return EXIT_FAIL;
+	}
+	for (int ms = 0; ms < STOP_WAIT_MS; ms += 20) {
+		if (tend_ws_agent_pid(ws) != pid) {
+			printf("agent (pid %d) stopped\n", pid);
+			return 0;
+		}
+		usleep(20000);
+	}
+	say_error("the agent (pid %d) did not stop within %d s (a long pass "
+		  "goes on until it has committed; its log: %s/agent.log)",
+	    pid, STOP_WAIT_MS / 1000, ws->state_dir);
+	return EXIT_FAIL;
+}
 
 struct agent_thread {
 	struct tend_ws *ws;
@@ -875,7 +922,7 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 	 * (status reports it; drop and ls APP still reach apps tracked from
 	 * before) */
 	if (!ws.cfg.napps && strcmp(c.cmd, "status") != 0 &&
-	    strcmp(c.cmd, "drop") != 0 &&
+	    strcmp(c.cmd, "drop") != 0 && strcmp(c.cmd, "stop") != 0 &&
 	    !(strcmp(c.cmd, "ls") == 0 && c.napps)) {
 		say_error("%s defines no apps: add an [app \"NAME\"] section "
 			  "with a source and a target (see tend(1))",
@@ -891,6 +938,8 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 		rc = cmd_ls_check(&c, &ws, true);
 	else if (strcmp(c.cmd, "status") == 0)
 		rc = cmd_status(&c, &ws);
+	else if (strcmp(c.cmd, "stop") == 0)
+		rc = cmd_stop(&ws);
 	else if (strcmp(c.cmd, "top") == 0) {
 		struct tend_top_opts to = {.state_dir = ws.state_dir,
 		    .workspace = ws.root, .agent_done_fd = -1};

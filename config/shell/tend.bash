@@ -37,7 +37,7 @@ _tend_nospace() {
 
 _tend() {
 	local cur=${COMP_WORDS[COMP_CWORD]} cmd= dir= conf= i w
-	local cmds="init sync plan ls status check drop watch top help"
+	local cmds="init sync plan ls status check drop watch stop top help"
 	local common="-C -c --json -q --quiet -v --verbose --color= -h --help"
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		w=${COMP_WORDS[i]}

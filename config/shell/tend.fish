@@ -13,7 +13,7 @@ function __tend_apps
 	end
 end
 
-set -l cmds init sync plan ls status check drop watch top help
+set -l cmds init sync plan ls status check drop watch stop top help
 complete -c tend -f
 complete -c tend -n "not __fish_seen_subcommand_from $cmds" -a init -d 'write a commented tend.conf'
 complete -c tend -n "not __fish_seen_subcommand_from $cmds" -a sync -d 'apply the difference'
@@ -23,6 +23,7 @@ complete -c tend -n "not __fish_seen_subcommand_from $cmds" -a status -d 'per-ap
 complete -c tend -n "not __fish_seen_subcommand_from $cmds" -a check -d 'compare targets with their records'
 complete -c tend -n "not __fish_seen_subcommand_from $cmds" -a drop -d 'delete what an app wrote and forget it'
 complete -c tend -n "not __fish_seen_subcommand_from $cmds" -a watch -d 'the agent'
+complete -c tend -n "not __fish_seen_subcommand_from $cmds" -a stop -d 'stop the agent'
 complete -c tend -n "not __fish_seen_subcommand_from $cmds" -a top -d 'the dashboard'
 complete -c tend -n "not __fish_seen_subcommand_from $cmds" -a help -d 'help on a command'
 complete -c tend -n "__fish_seen_subcommand_from sync plan ls check drop" -a '(__tend_apps)' -d app

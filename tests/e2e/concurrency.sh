@@ -72,7 +72,7 @@ expect_file out/d6/f6 handed
 run sync --full; expect_rc 2 "sync --full beside an agent"
 expect_in "$ERR" "an agent (pid $AGENT) runs for this workspace" "names the agent"
 run drop site; expect_rc 2 "drop beside an agent"
-expect_in "$ERR" "not \`tend drop\`: stop it first (kill -TERM $AGENT)" "drop's refusal (it said 'with these options')"
+expect_in "$ERR" "not \`tend drop\`: stop it first (tend stop)" "drop's refusal (it said 'with these options')"
 expect_file out/d6/f6 handed
 run check -q; expect_rc 0 "check beside the agent"
 kill -TERM $AGENT; wait $AGENT; rc=$?; AGENT=

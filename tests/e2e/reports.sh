@@ -280,14 +280,14 @@ cd "$WS" || exit 1
 run --help; HELP=$OUT
 run help; expect_rc 0 "tend help"
 [ "$OUT" = "$HELP" ] || fail "tend help is tend --help"
-for cmd in sync plan ls status check drop watch top help; do
+for cmd in sync plan ls status check drop watch stop top help; do
 	run $cmd --help; want=$OUT
 	run help $cmd; expect_rc 0 "tend help $cmd"
 	[ -n "$OUT" ] && [ "$OUT" = "$want" ] || fail "tend help $cmd is tend $cmd --help"
 done
 # the overview's operands are each command's (it said "ls [APP]" when ls
 # took a PATH-PREFIX too)
-for cmd in sync plan ls status check drop init; do
+for cmd in sync plan ls status check drop stop init; do
 	use=$("$TEND" $cmd --help | head -1 | sed "s/^usage: tend $cmd//; s/\[-[^]]*\]//g; s/  */ /g; s/^ //; s/ $//")
 	ovw=$(printf '%s\n' "$HELP" | awk -v c="$cmd" '$1 == c {$1 = ""; print}' |
 		sed 's/^ //' | awk -v u="$use" '{print (index($0, u) == 1) ? "same" : $0}')

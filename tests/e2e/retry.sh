@@ -62,4 +62,15 @@ grep -q "keeping the previous config: tend.conf:" "$WS/agent.err" ||
 mv tend.conf.good tend.conf
 kill -HUP $AGENT
 until_ '! ./status | grep -q config_error' 'true' "the config error gone once fixed"
+
+# tend stop: the agent finishes and goes; a second stop has nothing to do
+run stop; expect_rc 0 "tend stop"
+expect_in "$OUT" "agent (pid $AGENT) stopped" "tend stop says which"
+kill -0 $AGENT 2>/dev/null && fail "the agent still runs after tend stop"
+wait $AGENT; [ $? = 0 ] || fail "the agent's exit after tend stop"
+AGENT=
+[ ! -S .tend/agent.sock ] || fail "the socket stayed after tend stop"
+run stop; expect_rc 0 "tend stop without an agent"
+expect_in "$OUT" "no agent runs" "tend stop without an agent says so"
+run sync; expect_rc 0 "a one-shot sync once the agent stopped"
 finish

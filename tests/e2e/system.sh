@@ -29,7 +29,7 @@ comp() { # DIR WORDS...: what bash offers for the last word
 		COMP_CWORD=$(($# - 1)); _tend; printf "%s\n" "${COMPREPLY[@]}"' \
 		"$SRC/config/shell/tend.bash" "$@") | sort | tr '\n' ' '
 }
-[ "$(comp . tend s)" = "status sync " ] || fail "commands: $(comp . tend s)"
+[ "$(comp . tend s)" = "status stop sync " ] || fail "commands: $(comp . tend s)"
 [ "$(comp . tend sync '')" = "pages site " ] || fail "apps: $(comp . tend sync '')"
 [ "$(comp src/deep/er tend plan p)" = "pages " ] || fail "apps from a subdirectory: $(comp src/deep/er tend plan p)"
 [ "$(comp /tmp tend -C "$WS" drop s)" = "site " ] || fail "apps with -C: $(comp /tmp tend -C "$WS" drop s)"
