@@ -177,6 +177,19 @@ test_pending_tells_failures(void **state)
 	if (!strstr(b.ptr, "3 unsettled in site") ||
 	    !strstr(b.ptr, "retried in 2s") || strstr(b.ptr, "targets match"))
 		fail_msg("the pending panel says: %s", b.ptr);
+	/* an exec that failed on its input: an error, not retried, and no
+	 * promise that the targets match */
+	tm_feed(&m, "{\"event\": \"status\", \"pid\": 7, \"state\": "
+		    "\"watching\", \"uptime_ms\": 1500, \"passes\": 2, "
+		    "\"watches\": 1, \"overflows\": 0, \"queue\": 0, "
+		    "\"apps\": [{\"name\": \"shout\", \"states\": 3, "
+		    "\"pending\": 0, \"errors\": 1, \"unsettled\": 0, "
+		    "\"retry_in_ms\": -1}], \"config_error\": "
+		    "\"tend.conf:13: unterminated subsection name\"}", 1);
+	tend_buf_reset(&b);
+	tm_pending_empty(&m, &b);
+	assert_string_equal(b.ptr, "nothing pending, but 1 error in shout "
+	    "(Activity says which)");
 	tend_buf_reset(&b);
 	size_t n = tm_header(&m, 1, 80, &b);
 	assert_int_equal(header_fits(&b, 80), n);

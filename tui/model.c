@@ -279,39 +279,53 @@ tm_pending_empty(const struct tm_model *m, struct tend_buf *b)
 {
 	long long unsettled = 0, retry = -1;
 	unsigned long long errors = 0;
-	const char *app = NULL;
-	size_t napps = 0;
+	const char *app = NULL, *eapp = NULL;
+	size_t napps = 0, neapps = 0;
 
 	for (size_t i = 0; i < m->napps; i++) {
 		const struct tm_app *t = &m->apps[i];
 		long long u = t->unsettled > 0 ? t->unsettled : 0;
 
-		if (!u && !t->errors)
+		if (t->errors) {
+			errors += t->errors;
+			eapp = t->name;
+			neapps++;
+		}
+		if (!u && t->retry_in_ms < 0)
 			continue;
 		unsettled += u;
-		errors += t->errors;
 		app = t->name;
 		napps++;
 		if (t->retry_in_ms >= 0 && (retry < 0 || t->retry_in_ms < retry))
 			retry = t->retry_in_ms;
 	}
-	if (!napps) {
-		tend_buf_puts(b, "nothing pending: targets match the sources");
-		return;
-	}
 	/* short: the panel may be 40 columns wide */
-	if (unsettled)
-		tend_buf_printf(b, "%lld unsettled", unsettled);
-	else
-		tend_buf_printf(b, "%llu failed", errors);
-	if (napps == 1)
-		tend_buf_printf(b, " in %s", app);
-	else
-		tend_buf_printf(b, " in %zu apps", napps);
-	tend_buf_puts(b, " after failures: ");
-	if (retry >= 0)
-		tend_buf_printf(b, "retried in %llds ", (retry + 999) / 1000);
-	tend_buf_puts(b, "(s: sync now)");
+	if (napps) {
+		if (unsettled)
+			tend_buf_printf(b, "%lld unsettled in ", unsettled);
+		else
+			tend_buf_puts(b, "the last pass failed in ");
+		if (napps == 1)
+			tend_buf_puts(b, app);
+		else
+			tend_buf_printf(b, "%zu apps", napps);
+		tend_buf_puts(b, ": ");
+		if (retry >= 0)
+			tend_buf_printf(b, "retried in %llds ",
+			    (retry + 999) / 1000);
+		tend_buf_puts(b, "(s: sync now)");
+	} else if (errors) {
+		/* a declaration that failed (an exec): its source's next
+		 * change runs it again */
+		tend_buf_printf(b, "nothing pending, but %llu error%s in ",
+		    errors, errors == 1 ? "" : "s");
+		if (neapps == 1)
+			tend_buf_puts(b, eapp);
+		else
+			tend_buf_printf(b, "%zu apps", neapps);
+		tend_buf_puts(b, " (Activity says which)");
+	} else
+		tend_buf_puts(b, "nothing pending: targets match the sources");
 }
 
 static void

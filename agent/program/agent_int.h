@@ -174,13 +174,9 @@ TEND_HIDDEN void arm_timer(struct agent *a);
 TEND_HIDDEN void due_now(struct agent *a);
 TEND_HIDDEN void settle(struct agent *a);
 TEND_HIDDEN int64_t app_unsettled(struct agent *a, size_t i);
-TEND_HIDDEN void retry_plan(struct agent *a, size_t i);
+TEND_HIDDEN void retry_plan(struct agent *a, size_t i, uint64_t failed);
 TEND_HIDDEN bool retry_due(struct agent *a);
 TEND_HIDDEN int retry_wait(const struct agent *a);
-int64_t app_unsettled(struct agent *a, size_t i);
-void retry_plan(struct agent *a, size_t i);
-bool retry_due(struct agent *a);
-int retry_wait(const struct agent *a);
 /* Store app i's last pass for tend status (in the deferred settle) */
 TEND_HIDDEN void keep_last_pass(struct agent *a, size_t i);
 /* The engine's event callback (tend_engine_subscribe). */

@@ -227,21 +227,23 @@ app_unsettled(struct agent *a, size_t i)
 }
 
 /*
- * After a pass: an app left with failures (its pass's, or unsettled
- * states an earlier one left) gets a full pass again later, 2 s after
- * the first failure, then twice as long each time up to 5 min: a target
- * that was read-only, full or locked for a while catches up once it is
- * not, without a change of its sources.
+ * After a pass: an app left with failed actions (this pass's, or
+ * unsettled states an earlier one left) gets a full pass again later,
+ * 2 s after the first failure, then twice as long each time up to 5
+ * min: a target that was read-only, full or locked for a while catches
+ * up once it is not, without a change of its sources. A declaration's
+ * error (an exec that failed on its input) is not retried: its source's
+ * next change runs it again.
  */
 #define RETRY_FIRST_MS 2000
 #define RETRY_MAX_MS (5 * 60 * 1000)
 
 void
-retry_plan(struct agent *a, size_t i)
+retry_plan(struct agent *a, size_t i, uint64_t failed)
 {
 	struct appstate *s = &a->apps[i];
 
-	if (!s->errors && app_unsettled(a, i) <= 0) {
+	if (!failed && app_unsettled(a, i) <= 0) {
 		s->retry_ms = s->retry_backoff = 0;
 		return;
 	}
@@ -659,7 +661,7 @@ run_passes(struct agent *a, bool all)
 		s->approved = false;
 		s->held = res.held_deletes;
 		s->errors = pc.failed + pc.errors;
-		retry_plan(a, i);
+		retry_plan(a, i, pc.failed);
 		if (full) {
 			/* counted when a status asks (a cursor over every
 			 * state: not on the catch-up's path) */

@@ -63,6 +63,19 @@ mv tend.conf.good tend.conf
 kill -HUP $AGENT
 until_ '! ./status | grep -q config_error' 'true' "the config error gone once fixed"
 
+# a declaration that fails on its input (an exec) is an error, not a
+# failed action: not retried (its source's next change runs it again)
+mkdir xs; echo x > xs/a
+cat >> tend.conf <<'CONF'
+[app "x"]
+	source = xs
+	declare = exec false
+	target = dir:xout
+CONF
+kill -HUP $AGENT
+until_ '[ "$(./field x errors)" = 1 ]' 'true' "the failing exec is an error of x"
+[ "$(./field x retry_in_ms)" = -1 ] || fail "a failed declaration is retried: $(./field x retry_in_ms)"
+
 # tend stop: the agent finishes and goes; a second stop has nothing to do
 run stop; expect_rc 0 "tend stop"
 expect_in "$OUT" "agent (pid $AGENT) stopped" "tend stop says which"
@@ -72,5 +85,5 @@ AGENT=
 [ ! -S .tend/agent.sock ] || fail "the socket stayed after tend stop"
 run stop; expect_rc 0 "tend stop without an agent"
 expect_in "$OUT" "no agent runs" "tend stop without an agent says so"
-run sync; expect_rc 0 "a one-shot sync once the agent stopped"
+run sync w; expect_rc 0 "a one-shot sync once the agent stopped"
 finish
