@@ -56,6 +56,7 @@ struct cli {
 	char *first_err; /* the app's first failure, for status and --json */
 	/* plan: what it found, over every app */
 	uint64_t plan_ops[5]; /* create, update, delete, forget, adopt */
+	uint64_t app_ops0;    /* their sum before the app's preview */
 	uint64_t plan_replaces; /* writes over what tend did not write */
 	uint64_t plan_held, plan_failed, plan_strays;
 	uint64_t plan_tags; /* git tags left behind their ref's tip */

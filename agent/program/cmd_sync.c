@@ -112,6 +112,24 @@ plan_tag(const char *tag, const char *at, const char *tip, const char *lock,
 	tend_buf_release(&path);
 }
 
+/* tend_git_tags_in_way: a tag the plan's commit would leave, failed */
+static void
+plan_tag_way(const char *tag, const char *at, const char *tip,
+    const char *lock, void *arg)
+{
+	struct tag_plan *t = arg;
+
+	(void)tip;
+	(void)lock;
+	t->c->plan_failed++;
+	fprintf(stderr, "tend: %s: git(\"%s\", \"%s\", \"%s\"):@tag/%s: in "
+			"the way: it points at %s, where tend did not put it: "
+			"the sync commits and leaves it (and fails); delete it "
+			"(git tag -d %s) for tend to set it again\n",
+	    t->a->name, t->a->target_path, t->a->ref,
+	    t->a->prefix ? t->a->prefix : "", tag, at, tag);
+}
+
 static void
 plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
     const struct tend_app_result *res, int rc)
@@ -147,6 +165,12 @@ plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
 			c->pending = true;
 			c->plan_tags += t.n;
 		}
+		/* a commit of this plan would leave a tag someone moved
+		 * and fail: said as plan says a failure */
+		if (c->plan_ops[0] + c->plan_ops[1] + c->plan_ops[2] >
+		    c->app_ops0)
+			(void)tend_git_tags_in_way(repo, ws->state_dir, a->ref,
+			    a->tags.v, a->tags.n, plan_tag_way, &t);
 		free(repo);
 	}
 	long long when;
@@ -467,6 +491,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		c->forgotten = c->adopted = c->verified = 0;
 		c->errors = c->invalidations = c->shown = c->rebuilt = 0;
 		c->cur_app = app->name;
+		c->app_ops0 = c->plan_ops[0] + c->plan_ops[1] + c->plan_ops[2];
 		rc = tend_app_sync(ws, app, &o, &res);
 		flush_same_errors(c);
 		double dt = now_s() - t0;

@@ -1202,6 +1202,8 @@ static void locks_note(git_repository *repo, const char *ref,
  * Without a state directory (a library user's engine) every tag is.
  */
 static char *tags_file; /* the group being applied */
+static void tag_moved(git_repository *repo, const char *tag,
+    const git_oid *to, const char *ref);
 
 /* The line of (repo, tag) in the file's text, or NULL; *len its length */
 static const char *
@@ -1409,7 +1411,9 @@ tags_follow(git_repository *repo, const char *ref, const git_oid *from,
 				GIT_OBJECT_COMMIT) == 0) {
 				tag_record(repo, f[1], from, to, ref);
 				tag_note(repo, f[1], to);
-				git_tag_create_lightweight(&out, repo, f[1], obj, 1);
+				if (git_tag_create_lightweight(&out, repo, f[1],
+					obj, 1) == 0)
+					tag_moved(repo, f[1], to, ref);
 			}
 			git_object_free(obj);
 			git_error_clear();
@@ -1448,6 +1452,16 @@ tag_fail(git_repository *repo, const char *name)
  * May tend move tag `name` to `to`? Absent, at `to` already, or where
  * tend left it: yes (and recorded). Otherwise *cur says where it is.
  */
+/* The tag is where its record said it goes: no move in flight (a tag
+ * found later on the commit it came from was moved back by someone,
+ * not left behind by a kill) */
+static void
+tag_moved(git_repository *repo, const char *tag, const git_oid *to,
+    const char *ref)
+{
+	tag_record(repo, tag, to, to, ref);
+}
+
 static bool
 tag_may_move(git_repository *repo, const char *ref, const char *name,
     const git_oid *to, git_oid *cur, bool *exists)
@@ -1694,6 +1708,7 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 	amend_get(pass, repo, ref, &am);
 	for (int attempt = 0; attempt < RETRIES; attempt++) {
 		struct tend_buf mine = TEND_BUF_INIT; /* tags to move */
+		struct tend_buf theirs = TEND_BUF_INIT; /* ...in the way */
 		git_oid tip, tree_id, base_id, commit_id;
 		git_commit *parent = NULL, *tipc = NULL;
 		git_tree *base = NULL, *newtree = NULL;
@@ -1822,6 +1837,20 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 			if (tag_may_move(repo, ref, tag, &commit_id, &cur,
 				&exists))
 				tend_buf_put(&mine, tag, strlen(tag) + 1);
+			else if (exists && tagerr) {
+				/* someone moved it (or made it): it stays,
+				 * and the pass says so (a new user's trial:
+				 * the sync said nothing, exit 0) */
+				char hex[GIT_OID_HEXSZ + 1];
+
+				tend_buf_put(&theirs, tag, strlen(tag) + 1);
+				git_oid_tostr(hex, sizeof hex, &cur);
+				tend_buf_printf(tagerr, "%sgit: tag %s points "
+				    "at %.12s, where tend did not put it: not "
+				    "moved; delete it (git tag -d %s) for tend "
+				    "to set it again", tagerr->len ? "; " : "",
+				    tag, hex, tag);
+			}
 		}
 		/* compare-and-swap: only if the ref is still our base */
 		locks_note(repo, ref, &commit_id);
@@ -1863,6 +1892,8 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 				(tr = git_tag_create_lightweight(&out, repo,
 				     tag, obj, 1))))
 				tr = tag_fail(repo, tag);
+			else if (tr == 0)
+				tag_moved(repo, tag, &commit_id, ref);
 			git_object_free(obj);
 			if (tr && !tagerr) {
 				rc = tr;
@@ -1877,6 +1908,20 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 		 * old container's last one) */
 		if (rc == 0 && have_tip)
 			tags_follow(repo, ref, &tip, &commit_id, spec);
+		/* tend's place for a tag someone moved is its newest commit
+		 * now (once theirs goes, tend sets it there), and where
+		 * they put it is not tend's */
+		for (size_t off = 0; rc == 0 && off < theirs.len;) {
+			const char *tag = theirs.ptr + off;
+			char *f[5];
+			bool ok;
+			char *line = tag_line(repo, tag, f, &ok);
+
+			off += strlen(tag) + 1;
+			if (line)
+				tag_moved(repo, tag, &commit_id, ref);
+			free(line);
+		}
 		if (rc == 0) {
 			if (!amending) {
 				am.has_parent = have_tip;
@@ -1891,6 +1936,7 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 	next:
 		/* done, failed, or (TEND_ECONFLICT) go round again */
 		tend_buf_release(&mine);
+		tend_buf_release(&theirs);
 		git_reference_free(newref);
 		git_signature_free(author);
 		git_signature_free(committer);
@@ -1945,6 +1991,8 @@ set_tag_at(git_repository *repo, const char *ref, const char *name,
 	if ((rc = git_object_lookup(&obj, repo, &tip, GIT_OBJECT_COMMIT)) ||
 	    (rc = git_tag_create_lightweight(&out, repo, name, obj, 1)))
 		rc = tag_fail(repo, name);
+	else
+		tag_moved(repo, name, &tip, ref);
 	git_object_free(obj);
 	return rc;
 }
@@ -2163,6 +2211,73 @@ tend_git_tags_behind(const char *repo, const char *state, const char *ref,
 	}
 	tags_file = NULL;
 	tend_buf_release(&tf);
+	git_repository_free(r);
+	return count;
+}
+
+int
+tend_git_tags_in_way(const char *repo, const char *state, const char *ref,
+    char *const *tags, size_t n, tend_git_tag_fn *fn, void *arg)
+{
+	git_repository *r = NULL;
+	struct tend_buf tf = TEND_BUF_INIT, full = TEND_BUF_INIT;
+	char athex[GIT_OID_HEXSZ + 1];
+	git_oid tip;
+	int count = 0;
+
+	if (!n || !state)
+		return 0;
+	git_ready();
+	if (git_repository_open_ext(&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH,
+		NULL)) {
+		git_error_clear();
+		return -1;
+	}
+	bool have_tip = git_reference_name_to_id(&tip, r, ref) == 0;
+	tend_buf_printf(&tf, "%s/git-tags", state);
+	tags_file = tf.ptr;
+	for (size_t i = 0; i < n; i++) {
+		git_reference *t = NULL;
+		git_object *o = NULL;
+
+		char *f[5];
+		bool ok;
+		char *line = tag_line(r, tags[i], f, &ok);
+		bool set_before = line != NULL;
+
+		/* (one tend never set: its own action says so) */
+		free(line);
+		if (!set_before)
+			continue;
+		tend_buf_reset(&full);
+		tend_buf_printf(&full, "refs/tags/%s", tags[i]);
+		if (git_reference_lookup(&t, r, full.ptr) != 0) {
+			git_error_clear();
+			continue;
+		}
+		const git_oid *id = git_reference_target(t);
+		bool commit = id && git_object_lookup(&o, r, id,
+		    GIT_OBJECT_ANY) == 0 && git_object_type(o) ==
+		    GIT_OBJECT_COMMIT;
+		/* as tag_may_move decides at the commit: tend's, or on
+		 * the tip already (adopted) */
+		if (!id || !commit || (!(have_tip && git_oid_equal(id, &tip)) &&
+					  !tag_is_ours(r, tags[i], id))) {
+			if (id)
+				git_oid_tostr(athex, sizeof athex, id);
+			else
+				strcpy(athex, "?");
+			athex[12] = '\0';
+			fn(tags[i], athex, NULL, NULL, arg);
+			count++;
+		}
+		git_object_free(o);
+		git_reference_free(t);
+		git_error_clear();
+	}
+	tags_file = NULL;
+	tend_buf_release(&tf);
+	tend_buf_release(&full);
 	git_repository_free(r);
 	return count;
 }

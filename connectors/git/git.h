@@ -125,5 +125,14 @@ typedef void tend_git_tag_fn(const char *tag, const char *at,
 int tend_git_tags_behind(const char *repo, const char *state,
     const char *ref, char *const *tags, size_t n, tend_git_tag_fn *fn,
     void *arg);
+/*
+ * The tags of `tags` that exist and are not tend's (someone made or
+ * moved them, or an annotated tag): the next commit on `ref` leaves them
+ * and its pass fails them. fn gets each with `at` (its commit, 12 hex
+ * digits) and NULL tip and lock. Returns how many, or -1.
+ */
+int tend_git_tags_in_way(const char *repo, const char *state,
+    const char *ref, char *const *tags, size_t n, tend_git_tag_fn *fn,
+    void *arg);
 
 #endif

@@ -269,6 +269,25 @@ echo e > src/e
 run sync; expect_rc 0 "tend's next commit"
 [ "$(git -C repo3 rev-parse latest)" = "$(git -C repo3 rev-parse pages)" ] || fail "tend's next commit did not move its tag"
 rm -rf wt3
+# tend's tag moved back by hand onto the commit before (a new user's
+# trial: it looked left behind by a kill, and every sync moved it
+# forward, saying an earlier pass was cut short): it stays, plan and sync
+# fail it, check says it is in the way
+prev=$(git -C repo3 rev-parse latest)
+echo f > src/f; run sync; expect_rc 0 "a commit that moves the tag"
+git -C repo3 tag -f latest "$prev" >/dev/null
+echo g > src/g
+run plan; expect_rc 1 "plan: the tag moved back by hand fails the sync"
+expect_in "$ERR" "@tag/latest: in the way: it points at" "plan names the tag in the way"
+expect_not_in "$OUT" "left behind" "plan: a tag moved back is not left behind"
+run sync; expect_rc 1 "sync: the tag moved back by hand"
+expect_in "$ERR" "tag latest points at" "sync says the tag stays"
+expect_not_in "$ERR" "moved from" "sync did not move the tag forward"
+[ "$(git -C repo3 rev-parse latest)" = "$prev" ] || fail "tend moved a tag someone moved back"
+run check; expect_in "$OUT" "in the way: tag latest points at" "check: in the way"
+git -C repo3 tag -d latest >/dev/null
+run sync; expect_rc 0 "the tag deleted: tend sets it again"
+[ "$(git -C repo3 rev-parse latest)" = "$(git -C repo3 rev-parse pages)" ] || fail "the tag was not set again on the tip"
 # a tag at the tip already is adopted, as plan says
 git -C repo3 tag here pages
 printf '\ttag = here\n' >> tend.conf
