@@ -149,6 +149,9 @@ int tend_ws_add_code_apps(struct tend_ws *ws, const struct tend_main_opts *o);
 
 struct tend_sync_opts {
 	bool full;
+	/* a full pass, but not --full's removal of an exclusive target's
+	 * strays (tend_app_ref_rewritten) */
+	bool verify;
 	bool preview;
 	bool allow_delete;
 	bool agent; /* the agent runs it: its messages say how to act there */
@@ -200,6 +203,16 @@ struct tend_app_result {
 int tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
     const struct tend_sync_opts *o, struct tend_app_result *res);
 void tend_app_result_finish(struct tend_app_result *res);
+
+/*
+ * A git app whose ref no longer holds the commit tend last put on it
+ * (reset, rewritten or deleted by hand): a plain pass would trust its
+ * records and leave the ref without tend's entries, so the callers make
+ * its pass a full one (every entry verified, what is missing written)
+ * and say so. True and that commit (12 hex digits) in `was`.
+ */
+bool tend_app_ref_rewritten(struct tend_ws *ws,
+    const struct tend_app_config *app, char was[13]);
 
 /*
  * push = REMOTE (push.c): push the app's ref if the remote lacks some of

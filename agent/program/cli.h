@@ -57,6 +57,7 @@ struct cli {
 	/* plan: what it found, over every app */
 	uint64_t plan_ops[5]; /* create, update, delete, forget, adopt */
 	uint64_t app_ops0;    /* their sum before the app's preview */
+	uint64_t plan_verify; /* git refs reset by hand (verified) */
 	uint64_t plan_replaces; /* writes over what tend did not write */
 	uint64_t plan_held, plan_failed, plan_strays;
 	uint64_t plan_tags; /* git tags left behind their ref's tip */

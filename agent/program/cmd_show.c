@@ -653,6 +653,11 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 		 * states, but the next sync moves them */
 		int behind = in_conf ? tags_behind(ws, tend_ws_app(ws, name))
 				     : 0;
+		/* a git ref reset by hand: the records say applied, the ref
+		 * lost it (the next pass verifies every entry) */
+		char was[13];
+		bool reset = in_conf &&
+		    tend_app_ref_rewritten(ws, tend_ws_app(ws, name), was);
 		long long queued = tend_json_int(aa, "queued", 0,
 		    TEND_JSON_INT_MAX, 0);
 		long long held = tend_json_int(aa, "held", 0,
@@ -674,6 +679,9 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 			if (behind > 0)
 				tend_buf_printf(&out, ", \"tags_behind\": %d",
 				    behind);
+			if (reset)
+				tend_buf_printf(&out, ", \"ref_reset_from\": "
+						      "\"%s\"", was);
 			tend_buf_puts(&out, ", \"last\": ");
 			if (last) {
 				struct tend_pass p;
@@ -718,6 +726,11 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 						    "sync moves %s)", behind,
 				    behind == 1 ? "" : "s",
 				    behind == 1 ? "it" : "them");
+			if (reset)
+				tend_buf_printf(&t, "; its ref no longer holds "
+						    "%s, tend's last commit (reset "
+						    "by hand?): tend sync verifies "
+						    "every entry", was);
 			if (queued)
 				tend_buf_printf(&t, ", %lld queued", queued);
 			if (held)

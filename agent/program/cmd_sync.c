@@ -263,6 +263,10 @@ plan_summary(struct cli *c)
 	if (c->plan_rebuilt)
 		printf(", %llu undeclared to go with the rebuild (marked above)",
 		    (unsigned long long)c->plan_rebuilt);
+	if (c->plan_verify)
+		printf(", %llu ref%s reset by hand to verify entry by entry "
+		       "(noted above)", (unsigned long long)c->plan_verify,
+		    c->plan_verify == 1 ? "" : "s");
 	if (c->plan_tags)
 		printf(", %llu tag%s left behind to move back",
 		    (unsigned long long)c->plan_tags, c->plan_tags == 1 ? ""
@@ -492,6 +496,23 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		c->errors = c->invalidations = c->shown = c->rebuilt = 0;
 		c->cur_app = app->name;
 		c->app_ops0 = c->plan_ops[0] + c->plan_ops[1] + c->plan_ops[2];
+		char was[13];
+		if (!c->full && tend_app_ref_rewritten(ws, app, was)) {
+			/* (a new user's trial: after a reset by hand, sync
+			 * and plan said all was applied; only check saw it) */
+			if (!c->quiet && !c->json)
+				fprintf(stderr, "tend: %s: note: %s no longer "
+						"holds %s, tend's last commit on "
+						"it (reset or rewritten by hand?): "
+						"the %s verifies every entry\n",
+				    app->name, app->ref, was,
+				    preview ? "sync" : "pass");
+			if (preview) {
+				c->pending = true;
+				c->plan_verify++;
+			} else
+				o.verify = true;
+		}
 		rc = tend_app_sync(ws, app, &o, &res);
 		flush_same_errors(c);
 		double dt = now_s() - t0;
@@ -574,6 +595,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 					      "\"adopt\": %llu, \"replaces\": %llu, "
 					      "\"held\": %llu, \"tags_behind\": %llu, "
 					      "\"rebuilt_away\": %llu, "
+					      "\"refs_reset\": %llu, "
 					      "\"failed\": %llu}\n",
 			    c->json_items.len ? "\n" : "",
 			    c->pending ? "true" : "false",
@@ -586,6 +608,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 			    (unsigned long long)c->plan_held,
 			    (unsigned long long)c->plan_tags,
 			    (unsigned long long)c->plan_rebuilt,
+			    (unsigned long long)c->plan_verify,
 			    (unsigned long long)c->plan_failed);
 		} else if (!c->quiet)
 			plan_summary(c);

@@ -373,10 +373,28 @@ brake(struct run *r, struct tend_app_result *res,
 	return meta_mark(r->ws, "held", r->app->name, r->hold);
 }
 
+bool
+tend_app_ref_rewritten(struct tend_ws *ws, const struct tend_app_config *app,
+    char was[13])
+{
+	if (app->target != TEND_TARGET_GIT)
+		return false;
+	char *repo = path_join(ws->root, app->target_path);
+	bool lost = tend_git_ref_rewritten(repo, ws->state_dir, app->ref,
+	    was) == 1;
+
+	free(repo);
+	return lost;
+}
+
 int
 tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
-    const struct tend_sync_opts *o, struct tend_app_result *res)
+    const struct tend_sync_opts *opts, struct tend_app_result *res)
 {
+	/* verify: full for everything but the strays (opts->full, below) */
+	struct tend_sync_opts oo = *opts;
+	const struct tend_sync_opts *o = &oo;
+	oo.full |= opts->verify;
 	struct run r = {.ws = ws, .app = app, .o = o, .res = res};
 	struct tend_txn *txn = NULL;
 	struct scan scan = {.r = &r};
@@ -520,7 +538,7 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	 * declares; a declaration that failed does (its row may be old). */
 	bool decls_known = rc == 0 || (ran && r.failed_decls == 0 &&
 	    !res->held_deletes && !res->error);
-	if (o->full && !o->preview && decls_known && r.rows_done) {
+	if (opts->full && !o->preview && decls_known && r.rows_done) {
 		size_t n;
 		int src = tend_app_strays(ws, app, true, NULL, NULL, NULL, &n);
 

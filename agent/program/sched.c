@@ -609,6 +609,15 @@ run_passes(struct agent *a, bool all)
 		tend_buf_reset(&line);
 		bool full = all || s->full || s->polled || s->approved ||
 		    s->components < 0;
+		char was[13];
+		if (tend_app_ref_rewritten(a->ws, app, was)) {
+			logf_(a, ALOG_WARN, "%s: %s no longer holds %s, tend's "
+			    "last commit on it (reset or rewritten by hand?): "
+			    "this pass verifies every entry", app->name,
+			    app->ref, was);
+			o.verify = true;
+			full = true;
+		}
 		current_pass = &pc;
 		if (!full)
 			/* held deletes stay held, and counted, in a pass about

@@ -1369,6 +1369,29 @@ tag_record(git_repository *repo, const char *tag, const git_oid *from,
 static void tag_note(git_repository *repo, const char *tag,
     const git_oid *oid);
 
+/*
+ * The commit tend last put on a ref, in the tags file under the name
+ * "~tip:REF" ('~' is in no tag's name): a ref reset or rewritten by
+ * hand no longer holds it, and the next pass verifies every entry.
+ */
+#define TIP_MARK '~'
+
+static void
+tip_name(struct tend_buf *b, const char *ref)
+{
+	tend_buf_printf(b, "%ctip:%s", TIP_MARK, ref);
+}
+
+static void
+tip_record(git_repository *repo, const char *ref, const git_oid *commit)
+{
+	struct tend_buf name = TEND_BUF_INIT;
+
+	tip_name(&name, ref);
+	tag_record(repo, name.ptr, NULL, commit, ref);
+	tend_buf_release(&name);
+}
+
 static bool
 in_tags(const struct spec *spec, const char *name)
 {
@@ -1401,7 +1424,8 @@ tags_follow(git_repository *repo, const char *ref, const git_oid *from,
 		if (nl)
 			*nl = '\0';
 		if (tags_split(l, f) && strcmp(f[0], repo_path) == 0 &&
-		    strcmp(f[4], ref) == 0 && !in_tags(spec, f[1])) {
+		    strcmp(f[4], ref) == 0 && f[1][0] != TIP_MARK &&
+		    !in_tags(spec, f[1])) {
 			tend_buf_reset(&full);
 			tend_buf_printf(&full, "refs/tags/%s", f[1]);
 			if (git_reference_name_to_id(&cur, repo, full.ptr) == 0 &&
@@ -1908,6 +1932,8 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 		 * old container's last one) */
 		if (rc == 0 && have_tip)
 			tags_follow(repo, ref, &tip, &commit_id, spec);
+		if (rc == 0)
+			tip_record(repo, ref, &commit_id);
 		/* tend's place for a tag someone moved is its newest commit
 		 * now (once theirs goes, tend sets it there), and where
 		 * they put it is not tend's */
@@ -2213,6 +2239,50 @@ tend_git_tags_behind(const char *repo, const char *state, const char *ref,
 	tend_buf_release(&tf);
 	git_repository_free(r);
 	return count;
+}
+
+int
+tend_git_ref_rewritten(const char *repo, const char *state, const char *ref,
+    char was[13])
+{
+	git_repository *r = NULL;
+	struct tend_buf tf = TEND_BUF_INIT, name = TEND_BUF_INIT;
+	char hex[GIT_OID_HEXSZ + 1];
+	git_oid to, tip;
+	int lost = 0;
+
+	if (!state)
+		return 0;
+	git_ready();
+	if (git_repository_open_ext(&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH,
+		NULL)) {
+		git_error_clear();
+		return 0; /* (the pass says what is wrong with it) */
+	}
+	tend_buf_printf(&tf, "%s/git-tags", state);
+	tags_file = tf.ptr;
+	tip_name(&name, ref);
+	if (tag_recorded_to(r, name.ptr, &to)) {
+		git_commit *c = NULL;
+
+		/* gone, or not below the tip (someone else's commits on top
+		 * of tend's are fine); a commit gc took with a reset is gone
+		 * too */
+		lost = git_reference_name_to_id(&tip, r, ref) != 0 ||
+		    git_commit_lookup(&c, r, &to) != 0 ||
+		    (!git_oid_equal(&tip, &to) &&
+			git_graph_descendant_of(r, &tip, &to) != 1);
+		git_commit_free(c);
+		git_oid_tostr(hex, sizeof hex, &to);
+		memcpy(was, hex, 12);
+		was[12] = '\0';
+	}
+	git_error_clear();
+	tags_file = NULL;
+	tend_buf_release(&tf);
+	tend_buf_release(&name);
+	git_repository_free(r);
+	return lost;
 }
 
 int

@@ -131,6 +131,14 @@ int tend_git_tags_behind(const char *repo, const char *state,
  * and its pass fails them. fn gets each with `at` (its commit, 12 hex
  * digits) and NULL tip and lock. Returns how many, or -1.
  */
+/*
+ * Does `ref` no longer hold the commit tend last put on it (reset,
+ * rewritten or deleted by hand)? 1 and that commit (12 hex digits) in
+ * `was`; 0 if it does, or tend never wrote it (or it cannot be read).
+ */
+int tend_git_ref_rewritten(const char *repo, const char *state,
+    const char *ref, char was[13]);
+
 int tend_git_tags_in_way(const char *repo, const char *state,
     const char *ref, char *const *tags, size_t n, tend_git_tag_fn *fn,
     void *arg);

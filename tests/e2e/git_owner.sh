@@ -288,6 +288,25 @@ run check; expect_in "$OUT" "in the way: tag latest points at" "check: in the wa
 git -C repo3 tag -d latest >/dev/null
 run sync; expect_rc 0 "the tag deleted: tend sets it again"
 [ "$(git -C repo3 rev-parse latest)" = "$(git -C repo3 rev-parse pages)" ] || fail "the tag was not set again on the tip"
+# the ref reset by hand below tend's last commit (a new user's trial:
+# sync, plan and status then said all was applied, the ref held the old
+# content, only check saw it): plan and status say so, the sync verifies
+# every entry and writes back what the ref lost
+echo h1 > src/h; run sync; expect_rc 0 "h1"
+echo h2 > src/h; run sync; expect_rc 0 "h2"
+git -C repo3 update-ref refs/heads/pages pages~1
+run plan; expect_rc 3 "plan after a reset by hand: pending"
+expect_in "$OUT" "1 ref reset by hand to verify entry by entry" "plan counts the reset ref"
+expect_in "$ERR" "refs/heads/pages no longer holds" "plan says the ref lost tend's commit"
+run status; expect_in "$OUT" "its ref no longer holds" "status says the ref lost tend's commit"
+run sync; expect_rc 0 "sync after a reset by hand"
+[ "$(git -C repo3 show pages:h)" = h2 ] || fail "the reset's lost content was not written back: $(git -C repo3 show pages:h)"
+run plan; expect_rc 0 "plan once the ref holds tend's commit again"
+run check; expect_rc 0 "check after the reset was mended"
+git -C repo3 update-ref -d refs/heads/pages
+run sync; expect_rc 0 "sync after the ref was deleted by hand"
+[ "$(git -C repo3 show pages:h)" = h2 ] || fail "a deleted ref was not written again"
+run check; expect_rc 0 "check after the ref came back"
 # a tag at the tip already is adopted, as plan says
 git -C repo3 tag here pages
 printf '\ttag = here\n' >> tend.conf
