@@ -534,6 +534,8 @@ agent_app(const struct tend_json *agent, const char *name)
  * those tracked from before. Text says it with local times and ages; the
  * JSON has the same facts under the same names as sync's.
  */
+#define STATUS_WAIT_MS 1000
+
 int
 cmd_status(struct cli *c, struct tend_ws *ws)
 {
@@ -544,8 +546,16 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 	struct tend_json *agent = NULL;
 	int rc;
 
-	if (tend_agent_request(ws->state_dir, "status", &reply, false) == 0)
+	/* an agent in a long pass answers only after it (a new user's
+	 * trial: status hung 9 s behind a slow exec): a second, then the
+	 * store's own word */
+	int busy = 0;
+	int arc = tend_agent_request_wait(ws->state_dir, "status", &reply,
+	    STATUS_WAIT_MS);
+	if (arc == 0)
 		agent = tend_json_parse(reply.ptr, reply.len, NULL, 0);
+	else if (arc == TEND_ERETRY)
+		busy = tend_ws_agent_pid(ws);
 	tend_buf_release(&reply);
 	ws->readonly = true;
 	if ((rc = tend_ws_open(ws)) ||
@@ -574,7 +584,10 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 				tend_json_write(&out, m);
 			}
 			tend_buf_putc(&out, '}');
-		} else
+		} else if (busy > 0)
+			tend_buf_printf(&out, "{\"pid\": %d, \"busy\": true}",
+			    busy);
+		else
 			tend_buf_puts(&out, "null");
 		tend_buf_puts(&out, ", \"apps\": [");
 	} else if (!c->quiet) {
@@ -599,7 +612,11 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 			    tend_json_int(agent, "queue", 0, TEND_JSON_INT_MAX, 0),
 			    tend_json_int(agent, "applied", 0, TEND_JSON_INT_MAX, 0));
 			tend_buf_release(&t);
-		} else
+		} else if (busy > 0)
+			printf("agent: pid %d, busy: no answer within %d s (a "
+			       "pass runs; tend top follows it); the counts below "
+			       "are the store's\n", busy, STATUS_WAIT_MS / 1000);
+		else
 			printf("agent: not running\n");
 		if (!ws->cfg.napps)
 			printf("%s defines no apps: add an [app \"NAME\"] "
@@ -733,6 +750,12 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 						    "every entry", was);
 			if (queued)
 				tend_buf_printf(&t, ", %lld queued", queued);
+			long long retry = tend_json_int(aa, "retry_in_ms", -1,
+			    TEND_JSON_INT_MAX, -1);
+			if (retry >= 0)
+				tend_buf_printf(&t, ", the agent retries its "
+						    "failures in %llds",
+				    (retry + 999) / 1000);
 			if (held)
 				tend_buf_printf(&t, ", %lld delete%s held", held,
 				    held == 1 ? "" : "s");

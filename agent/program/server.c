@@ -673,6 +673,13 @@ tend_agent_request(const char *state_dir, const char *cmd,
 }
 
 int
+tend_agent_request_wait(const char *state_dir, const char *cmd,
+    struct tend_buf *reply, int wait_ms)
+{
+	return request(state_dir, cmd, reply, false, wait_ms);
+}
+
+int
 tend_agent_settle(const char *state_dir)
 {
 	struct tend_buf reply = TEND_BUF_INIT;

@@ -35,6 +35,10 @@ int tend_agent_run(struct tend_ws *ws, const struct tend_agent_opts *o);
  */
 int tend_agent_request(const char *state_dir, const char *cmd,
     struct tend_buf *reply, bool until_pass);
+/* The same, waiting at most wait_ms for the answer (TEND_ERETRY: none
+ * came: the agent is busy in a pass) */
+int tend_agent_request_wait(const char *state_dir, const char *cmd,
+    struct tend_buf *reply, int wait_ms);
 
 /*
  * Ask the agent of `state_dir` to commit what its last pass settled, so

@@ -76,6 +76,24 @@ kill -HUP $AGENT
 until_ '[ "$(./field x errors)" = 1 ]' 'true' "the failing exec is an error of x"
 [ "$(./field x retry_in_ms)" = -1 ] || fail "a failed declaration is retried: $(./field x retry_in_ms)"
 
+# tend status beside an agent busy in a long pass (a new user's trial:
+# it hung until the pass ended): it answers within a second or two
+mkdir slow; echo s > slow/a
+cat >> tend.conf <<'CONF'
+[app "slow"]
+	source = slow
+	declare = "exec sleep 4; cat"
+	target = dir:slowout
+CONF
+kill -HUP $AGENT
+sleep 0.5
+t0=$(date +%s%N)
+run status
+t1=$(date +%s%N)
+[ $(( (t1 - t0) / 1000000 )) -lt 2500 ] || fail "status took $(( (t1 - t0) / 1000000 )) ms beside a busy agent"
+expect_in "$OUT" "busy: no answer within 1 s" "status says the agent is busy"
+until_ '[ -f slowout/a ]' 'true' "the slow pass ends"
+
 # tend stop: the agent finishes and goes; a second stop has nothing to do
 run stop; expect_rc 0 "tend stop"
 expect_in "$OUT" "agent (pid $AGENT) stopped" "tend stop says which"
