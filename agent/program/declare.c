@@ -220,7 +220,12 @@ on_out_file(const char *rel, size_t len, int dirfd, const char *leaf,
 	int rc;
 
 	(void)len;
-	if (hash_file(dirfd, leaf, st->st_size, &fp) != 0) {
+	if (S_ISLNK(st->st_mode)) {
+		/* (a new user's trial: it was left out without a word) */
+		rc = tend_error_set(TEND_EINVALID, "the command left a symlink "
+		    "in $TEND_OUT, %s: tend declares its files only (write the "
+		    "file itself)", rel);
+	} else if (hash_file(dirfd, leaf, st->st_size, &fp) != 0) {
 		rc = tend_error_set(TEND_ERROR, "read %s: %s", abs,
 		    strerror(errno));
 	} else
@@ -241,9 +246,19 @@ declare_outputs(struct tend_comp *c, struct run *r, const char *name,
 
 	if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
 		struct outwalk w = {c, r, dir, 0};
-		struct tend_walk_opts wo = {0};
+		/* symlinks reach on_out_file, which refuses them; what is
+		 * neither a file nor a directory is counted */
+		struct tend_walk_opts wo = {.links = true};
+		unsigned skipped = 0;
 
-		return tend_walk(dir, &wo, on_out_file, &w, NULL);
+		rc = tend_walk(dir, &wo, on_out_file, &w, &skipped);
+		if (rc == 0 && skipped)
+			rc = tend_error_set(TEND_EINVALID, "the command left %u "
+			    "entr%s in $TEND_OUT that %s neither a file nor a "
+			    "directory (a FIFO, a socket): tend declares files "
+			    "only", skipped, skipped == 1 ? "y" : "ies",
+			    skipped == 1 ? "is" : "are");
+		return rc;
 	}
 	struct tend_fp fp;
 	uint64_t size;

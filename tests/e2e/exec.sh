@@ -67,6 +67,21 @@ expect_file out/p0 "part 0"; expect_gone out/p1; expect_gone out/p4
 printf '0\n' > src/n
 run sync; expect_rc 0 "zero entries"; expect_gone out/p0
 
+# what is not a file in $TEND_OUT (a symlink, a FIFO) was left out without
+# a word (a new user's trial): the item fails, saying what
+printf 'x\n' > src/n
+cat > tend.conf <<'CONF'
+[app "split"]
+	source = src
+	target = dir:out
+	declare = "exec mkdir \"$TEND_OUT\"; echo f > \"$TEND_OUT/f\"; ln -s f \"$TEND_OUT/l\""
+CONF
+run sync; expect_rc 1 "a symlink in TEND_OUT"
+expect_in "$ERR" "left a symlink in \$TEND_OUT, l: tend declares its files only" "the symlink named"
+sed -i 's|ln -s f \\"$TEND_OUT/l\\"|mkfifo \\"$TEND_OUT/p\\"|' tend.conf
+run sync; expect_rc 1 "a FIFO in TEND_OUT"
+expect_in "$ERR" "1 entry in \$TEND_OUT that is neither a file nor a directory" "the FIFO counted"
+
 # exec items run concurrently (jobs = 2): each command waits until the
 # other has started, which only works if they overlap
 rm -rf src out .tend; mkdir src marks
