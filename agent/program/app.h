@@ -41,6 +41,8 @@ struct tend_ws {
 	char *conf_path; /* absolute path of tend.conf */
 	char *state_dir; /* absolute */
 	char *staging;	 /* state/staging/<pid> */
+	/* the engine's "git-allowed-checked-out" resource (set_fsync) */
+	struct tend_buf git_allowed;
 	struct tend_config cfg;
 	struct tend_engine *eng;
 	int wlock; /* state/write.lock + 1 while held (0: not held) */

@@ -155,12 +155,27 @@ tend_ws_load(struct tend_ws *ws, const char *dir, const char *conf,
 	return rc;
 }
 
-/* [tend] fsync, for the sinks that write files */
+/* [tend] fsync, for the sinks that write files; and which git refs the
+ * config lets tend write while checked out ("REPO\tREF\n" lines, REPO
+ * as the target names it): a ref the config no longer names with
+ * allow-checked-out (its app moved to another ref) is not written while
+ * checked out, whatever its old container's record allowed */
 static void
 set_fsync(struct tend_ws *ws)
 {
 	tend_engine_set_resource(ws->eng, "fsync",
 	    ws->cfg.fsync ? (void *)"1" : NULL);
+	tend_buf_release(&ws->git_allowed); /* (zeroed: a NULL ptr) */
+	tend_buf_puts(&ws->git_allowed, "");
+	for (size_t i = 0; i < ws->cfg.napps; i++) {
+		const struct tend_app_config *a = &ws->cfg.apps[i];
+
+		if (a->target == TEND_TARGET_GIT && a->allow_checked_out)
+			tend_buf_printf(&ws->git_allowed, "%s\t%s\n",
+			    a->target_path, a->ref);
+	}
+	tend_engine_set_resource(ws->eng, "git-allowed-checked-out",
+	    ws->git_allowed.ptr);
 }
 
 int
@@ -494,6 +509,7 @@ tend_ws_close(struct tend_ws *ws)
 		ws->wlock = 0;
 	}
 	tend_engine_close(ws->eng);
+	tend_buf_release(&ws->git_allowed); /* (a resource of the engine) */
 	tend_ws_connectors_close(ws);
 	for (size_t i = 0; i < ws->nplugins; i++) {
 		free(ws->plugins[i].spec);

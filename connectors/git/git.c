@@ -812,6 +812,37 @@ repo_missing(struct tend_context *ctx, const char *repo)
 	return missing;
 }
 
+/*
+ * May tend write `ref` of `repo` (as the target names it) while it is
+ * checked out? Its record's allow-checked-out, and, when the program says
+ * which refs its config allows (the "git-allowed-checked-out" resource:
+ * "REPO\tREF\n" lines), that one too: an app moved to another ref (the
+ * setting gone with it) does not write the old one's work tree.
+ */
+static bool
+checkout_allowed(struct tend_context *ctx, const char *repo, const char *ref,
+    bool recorded)
+{
+	const char *list = ctx ? tend_context_get(ctx,
+	    "git-allowed-checked-out") : NULL;
+	size_t rl = strlen(repo), fl = strlen(ref);
+
+	if (!recorded || !list)
+		return recorded;
+	for (const char *l = list; *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t n = nl ? (size_t)(nl - l) : strlen(l);
+
+		if (n == rl + 1 + fl && memcmp(l, repo, rl) == 0 &&
+		    l[rl] == '\t' && memcmp(l + rl + 1, ref, fl) == 0)
+			return true;
+		if (!nl)
+			break;
+		l = nl + 1;
+	}
+	return false;
+}
+
 /* Is `ref` what some working tree of the repository has checked out? */
 static bool
 checked_out(git_repository *repo, const char *ref, char **where)
@@ -2772,7 +2803,9 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		char *where = NULL;
 
 		if (a->kind == A_OPEN || a->kind == A_DROP) {
-			if (a->kind == A_OPEN && !a->spec.allow &&
+			if (a->kind == A_OPEN &&
+			    !checkout_allowed(ctx, a->repo, a->ref,
+				a->spec.allow) &&
 			    checked_out(repo, a->ref, &where)) {
 				tend_apply_fail(&results[idx[i]], TEND_ECONFLICT,
 				    "git: %s is checked out in %s: refusing to "
@@ -2806,12 +2839,14 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 
 		if (a->kind != A_PUT && a->kind != A_DEL)
 			continue;
-		if (!a->spec.allow && checked_out(repo, a->ref, &where)) {
+		if (!checkout_allowed(ctx, a->repo, a->ref, a->spec.allow) &&
+		    checked_out(repo, a->ref, &where)) {
 			rc = tend_error_set(TEND_ECONFLICT,
 			    "git: %s is checked out in %s: refusing to write "
 			    "it (its files would look deleted); set "
-			    "allow-checked-out = true to do it anyway",
-			    a->ref, where);
+			    "allow-checked-out = true%s to do it anyway",
+			    a->ref, where, a->spec.allow ? " (with this ref)"
+							 : "");
 			free(where);
 		}
 		break;

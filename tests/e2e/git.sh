@@ -147,6 +147,19 @@ run sync; expect_rc 1 "checked-out ref refused"
 expect_in "$ERR" "checked out" "refusal message"
 printf '\tallow-checked-out = true\n' >> tend.conf
 run sync; expect_rc 0 "allowed"
+# the app moved to another ref, the setting gone with it (a new user's
+# trial: the move committed "tend: drop" to the checked-out branch): the
+# old ref is not written while checked out; back with the setting, it is
+git -C wt reset -q --hard
+before=$(git -C wt rev-parse pages)
+sed -i 's|ref = refs/heads/pages|ref = refs/heads/other|; /allow-checked-out/d' tend.conf
+run sync; expect_rc 1 "moving away from a checked-out ref, the setting removed"
+expect_in "$ERR" "refs/heads/pages is checked out in" "the old ref's refusal names it"
+[ "$(git -C wt rev-parse pages)" = "$before" ] || fail "tend committed to a checked-out ref after its setting went"
+[ -z "$(git -C wt status --porcelain)" ] || fail "the work tree looks changed: $(git -C wt status --porcelain)"
+git -C wt checkout -q -b elsewhere
+run sync; expect_rc 0 "the old ref no longer checked out: the move finishes"
+[ -z "$(git -C wt ls-tree --name-only pages)" ] || fail "tend's entries stayed on the old ref: $(git -C wt ls-tree --name-only pages)"
 
 # kills: SIGKILL mid-sync, then a sync converges, fsck clean, and the
 # same change is never committed twice
