@@ -29,6 +29,16 @@ typedef void tend_state_fn(const struct tend_state_info *si, void *arg);
 /* Every tracked state of `app` (NULL: all apps). */
 int tend_engine_list(struct tend_engine *eng, const char *app,
     tend_state_fn *fn, void *arg);
+/*
+ * Did the component of `app` at `path` (its keys after the app's) ever
+ * apply a state to a target? 1 if one of its states has a record a sink
+ * confirmed, 0 if none (every first write failed, or it declared
+ * nothing), <0 on an error. The delete brake counts only sources whose
+ * deletes would remove something.
+ */
+int tend_engine_comp_applied(struct tend_engine *eng, struct tend_txn *txn,
+    const char *app, const struct tend_key *path, size_t npath);
+
 /* Only the states whose target drifted; *ndrift counts them. */
 int tend_engine_check(struct tend_engine *eng, const char *app,
     tend_state_fn *fn, void *arg, unsigned *ndrift);

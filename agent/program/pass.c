@@ -373,6 +373,39 @@ brake(struct run *r, struct tend_app_result *res,
 	return meta_mark(r->ws, "held", r->app->name, r->hold);
 }
 
+/*
+ * The vanished sources whose deletes would remove something: of a copy
+ * or exec app (one component per source), those whose component ever
+ * applied a state. A new user's trial created 5,000 files and deleted
+ * them 50 ms later under the agent: the pass that saw them could write
+ * 514 before they went, and the brake held 3,903 deletes, nearly all of
+ * entries never written. For other apps (an aggregate, a plugin's own
+ * components) every vanished source counts.
+ */
+static size_t
+vanished_to_remove(struct run *r)
+{
+	struct tend_txn *txn;
+	size_t n = 0;
+
+	if ((r->app->declare != TEND_DECLARE_COPY &&
+		r->app->declare != TEND_DECLARE_EXEC) ||
+	    r->app->target == TEND_TARGET_FILE ||
+	    tend_store_read_begin(tend_engine_store(r->ws->eng), &txn))
+		return r->nvanished;
+	for (size_t i = 0; i < r->nvanished; i++) {
+		struct tend_key path[2] = {tend_key_symbol("files"),
+		    tend_key_str(r->vanished[i])};
+
+		/* (an error counts: the brake errs on the safe side) */
+		if (tend_engine_comp_applied(r->ws->eng, txn, r->app->name,
+			path, 2) != 0)
+			n++;
+	}
+	tend_store_read_end(txn);
+	return n;
+}
+
 bool
 tend_app_ref_rewritten(struct tend_ws *ws, const struct tend_app_config *app,
     char was[13])
@@ -480,13 +513,18 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 		tend_hasher_fp(&lh, &r.plugin->fp);
 		r.logic = tend_hasher_final(&lh);
 	}
-	/* the delete brake */
+	/* the delete brake (over the deletes that would remove something,
+	 * counted only when the vanished ones would trip it) */
 	bool trip;
+	size_t nrm = r.nvanished;
 	if (app->max_delete >= 0)
-		trip = r.nvanished > (size_t)app->max_delete;
+		trip = nrm > (size_t)app->max_delete &&
+		    (nrm = vanished_to_remove(&r)) > (size_t)app->max_delete;
 	else
-		trip = (r.nvanished * 2 > nprev && r.nvanished >= 20) ||
-		    (r.nitems == 0 && nprev > 0);
+		trip = ((nrm * 2 > nprev && nrm >= 20) ||
+			   (r.nitems == 0 && nprev > 0)) &&
+		    (nrm = vanished_to_remove(&r)) > 0 &&
+		    ((nrm * 2 > nprev && nrm >= 20) || r.nitems == 0);
 	if ((rc = brake(&r, res, o, trip, held_before, true)))
 		goto out;
 	struct tend_pass_opts po = {.full = o->full, .preview = o->preview};
@@ -936,9 +974,12 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	if (r.nitems > 1)
 		qsort(r.items, r.nitems, sizeof *r.items, cmp_rel);
 	/* the brake, over this batch of events */
+	size_t nrm = r.nvanished;
 	bool trip = app->max_delete >= 0
-	    ? r.nvanished > (size_t)app->max_delete
-	    : r.nvanished * 2 > nprev && r.nvanished >= 20;
+	    ? nrm > (size_t)app->max_delete &&
+		(nrm = vanished_to_remove(&r)) > (size_t)app->max_delete
+	    : nrm * 2 > nprev && nrm >= 20 &&
+		(nrm = vanished_to_remove(&r)) * 2 > nprev && nrm >= 20;
 	if ((rc = brake(&r, res, o, trip, held_before, o->held_included)))
 		goto out;
 	struct partial pa = {&r};

@@ -1057,6 +1057,12 @@ copy_into(int dst, const struct tend_entry_spec *e)
 	uint64_t total = 0;
 	int rc = 0;
 
+	if (src < 0 && errno == ENOENT)
+		/* (a source created and deleted at once: the agent's next
+		 * pass, for its delete, forgets the entry) */
+		return tend_error_set(TEND_ERROR, "%s vanished after it was "
+		    "declared: nothing written (the next pass forgets it)",
+		    e->src);
 	if (src < 0)
 		return tend_error_set(TEND_ERROR, "read %s: %s", e->src,
 		    strerror(errno));
