@@ -156,6 +156,24 @@ plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
 			c->plan_strays += n;
 	}
 	c->destructive = false;
+	/* a commit the sync would refuse: the ref is checked out (a new
+	 * user's trial: plan listed it as pending, exit 3) */
+	if (a->target == TEND_TARGET_GIT && !a->allow_checked_out &&
+	    c->plan_ops[0] + c->plan_ops[1] + c->plan_ops[2] > c->app_ops0) {
+		char *repo = path_join(ws->root, a->target_path);
+		char *where = tend_git_checked_out(repo, a->ref);
+
+		if (where) {
+			c->plan_failed++;
+			fprintf(stderr, "tend: %s: %s is checked out in %s: the "
+					"sync refuses to write it (its files would "
+					"look deleted); set allow-checked-out = "
+					"true to do it anyway\n",
+			    app, a->ref, where);
+		}
+		free(where);
+		free(repo);
+	}
 	if (a->target == TEND_TARGET_GIT && a->tags.n) {
 		struct tag_plan t = {c, a, 0};
 		char *repo = path_join(ws->root, a->target_path);

@@ -880,6 +880,21 @@ checked_out(git_repository *repo, const char *ref, char **where)
 	return found;
 }
 
+char *
+tend_git_checked_out(const char *repo, const char *ref)
+{
+	git_repository *r = NULL;
+	char *where = NULL;
+
+	git_ready();
+	if (git_repository_open_ext(&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH,
+		NULL) == 0 && !checked_out(r, ref, &where))
+		where = NULL;
+	git_error_clear();
+	git_repository_free(r);
+	return where;
+}
+
 int
 tend_git_signature(git_repository *repo, const char *configured,
     git_signature **out)

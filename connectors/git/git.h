@@ -139,6 +139,10 @@ int tend_git_tags_behind(const char *repo, const char *state,
 int tend_git_ref_rewritten(const char *repo, const char *state,
     const char *ref, char was[13]);
 
+/* Where `ref` of `repo` is checked out (a working tree's path, to
+ * free), or NULL */
+char *tend_git_checked_out(const char *repo, const char *ref);
+
 int tend_git_tags_in_way(const char *repo, const char *state,
     const char *ref, char *const *tags, size_t n, tend_git_tag_fn *fn,
     void *arg);

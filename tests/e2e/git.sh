@@ -143,6 +143,8 @@ cat > tend.conf <<'CONF'
 	target = git:wt
 	ref = refs/heads/pages
 CONF
+run plan; expect_rc 1 "plan: the sync would refuse the checked-out ref"
+expect_in "$ERR" "refs/heads/pages is checked out in" "plan says why"
 run sync; expect_rc 1 "checked-out ref refused"
 expect_in "$ERR" "checked out" "refusal message"
 printf '\tallow-checked-out = true\n' >> tend.conf
