@@ -534,7 +534,7 @@ agent_app(const struct tend_json *agent, const char *name)
  * those tracked from before. Text says it with local times and ages; the
  * JSON has the same facts under the same names as sync's.
  */
-#define STATUS_WAIT_MS 1000
+#define STATUS_WAIT_MS 3000
 
 int
 cmd_status(struct cli *c, struct tend_ws *ws)
@@ -547,7 +547,7 @@ cmd_status(struct cli *c, struct tend_ws *ws)
 	int rc;
 
 	/* an agent in a long pass answers only after it (a new user's
-	 * trial: status hung 9 s behind a slow exec): a second, then the
+	 * trial: status hung 9 s behind a slow exec): 3 s, then the
 	 * store's own word */
 	int busy = 0;
 	int arc = tend_agent_request_wait(ws->state_dir, "status", &reply,

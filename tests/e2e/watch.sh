@@ -225,7 +225,9 @@ kill -CONT $AGENT
 until_ '[ "$(cat out/again 2>/dev/null)" = again ]' 'true' "made again during the pass that found it missing"
 # replaced at once (never seen missing): the old tree's watches go with
 # it, and what happens in it is not the source's any more
-watches() { "$TEND" status | sed -n 's/.* \([0-9]*\) watches.*/\1/p'; }
+# (the agent's own answer: tend status gives up on an agent busy for 3 s,
+# which a sanitized agent is here, re-checking 20k held deletes a pass)
+watches() { $CTL send status | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["watches"])'; }
 mkdir outside/old4 && printf 'fresh\n' > outside/old4/fresh
 # (renameat2 RENAME_EXCHANGE: src is never missing, not even for a moment)
 swap='python3 -c "import ctypes,os; l=ctypes.CDLL(None,use_errno=True); r=l.renameat2(-100,b\"src\",-100,b\"outside/old4\",2); os._exit(0 if r==0 else 1)"'
