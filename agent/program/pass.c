@@ -383,12 +383,15 @@ brake(struct run *r, struct tend_app_result *res,
  * components) every vanished source counts.
  */
 static size_t
-vanished_to_remove(struct run *r)
+vanished_to_remove(struct run *r, bool held_before)
 {
 	struct tend_txn *txn;
 	size_t n = 0;
 
-	if ((r->app->declare != TEND_DECLARE_COPY &&
+	/* (held already: held whatever the count, which is not looked up
+	 * again in every pass while they wait) */
+	if (held_before ||
+	    (r->app->declare != TEND_DECLARE_COPY &&
 		r->app->declare != TEND_DECLARE_EXEC) ||
 	    r->app->target == TEND_TARGET_FILE ||
 	    tend_store_read_begin(tend_engine_store(r->ws->eng), &txn))
@@ -519,11 +522,11 @@ tend_app_sync(struct tend_ws *ws, struct tend_app_config *app,
 	size_t nrm = r.nvanished;
 	if (app->max_delete >= 0)
 		trip = nrm > (size_t)app->max_delete &&
-		    (nrm = vanished_to_remove(&r)) > (size_t)app->max_delete;
+		    (nrm = vanished_to_remove(&r, held_before)) > (size_t)app->max_delete;
 	else
 		trip = ((nrm * 2 > nprev && nrm >= 20) ||
 			   (r.nitems == 0 && nprev > 0)) &&
-		    (nrm = vanished_to_remove(&r)) > 0 &&
+		    (nrm = vanished_to_remove(&r, held_before)) > 0 &&
 		    ((nrm * 2 > nprev && nrm >= 20) || r.nitems == 0);
 	if ((rc = brake(&r, res, o, trip, held_before, true)))
 		goto out;
@@ -977,9 +980,9 @@ tend_app_sync_paths(struct tend_ws *ws, struct tend_app_config *app,
 	size_t nrm = r.nvanished;
 	bool trip = app->max_delete >= 0
 	    ? nrm > (size_t)app->max_delete &&
-		(nrm = vanished_to_remove(&r)) > (size_t)app->max_delete
+		(nrm = vanished_to_remove(&r, held_before)) > (size_t)app->max_delete
 	    : nrm * 2 > nprev && nrm >= 20 &&
-		(nrm = vanished_to_remove(&r)) * 2 > nprev && nrm >= 20;
+		(nrm = vanished_to_remove(&r, held_before)) * 2 > nprev && nrm >= 20;
 	if ((rc = brake(&r, res, o, trip, held_before, o->held_included)))
 		goto out;
 	struct partial pa = {&r};
