@@ -389,7 +389,20 @@ tend_ws_flock(struct tend_ws *ws, const char *name, bool wait, char *holder,
 		    strerror(errno));
 		goto out;
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+	bool busy = flock(fd, LOCK_EX | LOCK_NB) != 0;
+	/* a dead holder's lock is held by what it left in transit (a child
+	 * between its spawn and its execve, which closes the descriptor):
+	 * wait for that quietly, 2 s at most (the torture caught "waiting
+	 * for pid N" with N killed and reaped) */
+	for (int tries = 0; busy && wait && tries < 200; tries++) {
+		int pid = read_holder(fd, holder, hsize);
+
+		if (pid <= 0 || (kill(pid, 0) == 0 || errno != ESRCH))
+			break;
+		usleep(10 * 1000);
+		busy = flock(fd, LOCK_EX | LOCK_NB) != 0;
+	}
+	if (busy) {
 		read_holder(fd, holder, hsize);
 		if (!wait) {
 			close(fd);

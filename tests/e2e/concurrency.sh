@@ -103,4 +103,16 @@ AGENT=$!
 $CTL ready || fail "an agent starts once a dead agent's lock is free ($(cat "$WS/.werr"))"
 kill -TERM $AGENT; wait $AGENT; AGENT=
 wait $holder
+
+# the write lock of a killed, reaped sync held a moment more by what it
+# left in transit (a child between its spawn and its exec): the next sync
+# waits for it without naming the dead pid (the torture caught "waiting
+# for pid N" with N gone)
+sh -c 'exit 0' & dead=$!; wait $dead
+printf '%s (tend sync)\n' "$dead" > .tend/write.lock
+flock .tend/write.lock sleep 0.5 & transit=$!
+sleep 0.1
+run sync; expect_rc 0 "a sync after a dead holder's lock"
+expect_not_in "$ERR" "waiting for pid $dead" "no wait announced for a dead pid"
+wait $transit
 finish
