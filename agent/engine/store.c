@@ -138,6 +138,34 @@ commit_fail(const struct tend_store *st, int rc, const char *what)
 }
 
 /*
+ * LMDB maps its lock file and writes its header through the map: on a
+ * full filesystem that write is a SIGBUS, not an error (a new user's
+ * trial: a full state directory killed tend without a word). The file's
+ * blocks are allocated first, so a full disk is an error here, said.
+ * (8 KiB: LMDB's lock file for the 126 readers set below.)
+ */
+#define LOCK_BYTES 8192
+
+static int
+lock_room(const char *dir, const char *shown)
+{
+	char path[4096];
+	struct stat sb;
+	int fd, e = 0;
+
+	snprintf(path, sizeof path, "%s/lock.mdb", dir);
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0)
+		return 0; /* LMDB says why */
+	if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_blocks * 512 < LOCK_BYTES)
+		e = posix_fallocate(fd, 0, LOCK_BYTES);
+	close(fd);
+	if (e == 0 || e == EOPNOTSUPP || e == EINVAL)
+		return 0;
+	return tend_error_set(TEND_ERROR, "store %s: no room for its lock "
+	    "file (%s): is the disk full?", shown, strerror(e));
+}
+
+/*
  * The environment of st->dir: its tables opened, its format read (or a
  * new store made). The directory is opened first and LMDB given its
  * /proc/self/fd path, so lock.mdb and data.mdb are the two files of one
@@ -162,6 +190,8 @@ env_open(struct tend_store *st)
 		if (access(path, F_OK) == 0)
 			at = path;
 	}
+	if (lock_room(at, st->dir) != 0)
+		goto out;
 	if ((rc = mdb_env_create(&st->env)) != 0) {
 		mdb_fail(rc, "create");
 		goto out;
@@ -1139,6 +1169,10 @@ fsync_path(const char *path)
 	return rc;
 }
 
+/* Room a repack wants beside the store's size: the lock file, the
+ * copy's branch pages and free list, and some for whoever else writes */
+#define REPACK_SLACK ((uint64_t)16 << 20)
+
 /* Rows copied in one transaction of the repack: LMDB keeps a write
  * transaction's pages in memory (a million states' store in one would
  * hold ~700 MB) */
@@ -1231,6 +1265,28 @@ tend_store_repack(struct tend_store *st)
 		return 0;
 	if ((rc = tend_store_settle_flush(st)))
 		return rc;
+	/* room for the copy first: LMDB maps the new lock file, and a
+	 * write to it on a full tmpfs is a SIGBUS, not an error (a new
+	 * user's trial: tend died with no word) */
+	{
+		struct tend_buf data = TEND_BUF_INIT;
+		struct statvfs vfs;
+		struct stat sb;
+
+		tend_buf_printf(&data, "%s/data.mdb", st->dir);
+		bool have = stat(data.ptr, &sb) == 0 &&
+		    statvfs(st->dir, &vfs) == 0;
+		tend_buf_release(&data);
+		uint64_t free_b = have ? (uint64_t)vfs.f_bavail * vfs.f_frsize
+				       : 0;
+		uint64_t need = have ? (uint64_t)sb.st_size + REPACK_SLACK : 0;
+		if (!have || free_b < need)
+			return tend_error_set(TEND_ERROR, "store %s: not "
+			    "rewritten in key order: %llu MiB free on its disk, "
+			    "the copy needs %llu MiB", st->dir,
+			    (unsigned long long)(free_b >> 20),
+			    (unsigned long long)(need >> 20));
+	}
 	tend_buf_printf(&tmp, "%s.repack", st->dir);
 	const char *slash = strrchr(st->dir, '/');
 	if (slash)
@@ -1244,8 +1300,13 @@ tend_store_repack(struct tend_store *st)
 		    strerror(errno));
 		goto out;
 	}
+	if ((rc = lock_room(tmp.ptr, tmp.ptr)) != 0) {
+		rm_store_dir(tmp.ptr);
+		goto out;
+	}
 	if ((rc = mdb_env_create(&to)) == 0) {
 		mdb_env_set_maxdbs(to, TEND_T__COUNT + 2);
+		mdb_env_set_maxreaders(to, 126);
 		mdb_env_set_mapsize(to, (size_t)st->map_size);
 		rc = mdb_env_open(to, tmp.ptr, MDB_NOTLS | MDB_NOSYNC, 0600);
 	}
@@ -1255,7 +1316,9 @@ tend_store_repack(struct tend_store *st)
 		mdb_env_close(to);
 	if (rc) {
 		rc = tend_error_set(TEND_ERROR, "store: repack into %s: %s",
-		    tmp.ptr, mdb_strerror(rc));
+		    tmp.ptr, rc == EIO || rc == ENOSPC || rc == EDQUOT
+		    ? "the disk filled (LMDB: a short write)"
+		    : mdb_strerror(rc));
 		rm_store_dir(tmp.ptr);
 		goto out;
 	}

@@ -79,6 +79,8 @@ struct appstate {
 	 * the backoff that led there: 2 s, doubling to 5 min; 0 after a
 	 * pass without */
 	uint64_t retry_ms, retry_backoff;
+	bool retrying; /* the pass under way is a retry (its failure backs
+			* off further; an event's pass keeps the backoff) */
 	char *last;	 /* its last pass_finished line (no newline), or NULL */
 	/* push = REMOTE (sched.c): the child pushing now (0: none) and its
 	 * pipe; the next try after a failure, and the backoff that led

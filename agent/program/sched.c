@@ -183,6 +183,9 @@ due_now(struct agent *a)
 	a->first_ms = a->last_ms = 1;
 }
 
+#define RETRY_FIRST_MS 2000
+#define RETRY_MAX_MS (5 * 60 * 1000)
+
 /* Commit the deferred settle of the last pass, if one is open. A failure
  * leaves its records pending: the next pass re-applies them. */
 void
@@ -194,8 +197,19 @@ settle(struct agent *a)
 	int rc;
 
 	a->settle_ms = 0;
-	if (tend_store_settle_pending(st) && tend_store_settle_flush(st) != 0)
+	if (tend_store_settle_pending(st) && tend_store_settle_flush(st) != 0) {
 		logf_(a, ALOG_ERR, "%s", tend_error_last());
+		/* the settle is lost: its records are pending again, and
+		 * only a pass applies them (retried as a failure is) */
+		for (size_t i = 0; i < a->napps; i++) {
+			struct appstate *s = &a->apps[i];
+
+			if (!s->retry_backoff)
+				s->retry_backoff = RETRY_FIRST_MS;
+			if (!s->retry_ms)
+				s->retry_ms = now_ms() + s->retry_backoff;
+		}
+	}
 	/* a store that doubled (the first pass of a new workspace) is
 	 * rewritten in key order, a third smaller */
 	if ((rc = tend_ws_repack(a->ws, a->repack_rows, false, &b0, &b1)) < 0)
@@ -235,19 +249,23 @@ app_unsettled(struct agent *a, size_t i)
  * error (an exec that failed on its input) is not retried: its source's
  * next change runs it again.
  */
-#define RETRY_FIRST_MS 2000
-#define RETRY_MAX_MS (5 * 60 * 1000)
 
 void
 retry_plan(struct agent *a, size_t i, uint64_t failed)
 {
 	struct appstate *s = &a->apps[i];
 
+	bool retried = s->retrying;
+
+	s->retrying = false;
 	if (!failed && app_unsettled(a, i) <= 0) {
 		s->retry_ms = s->retry_backoff = 0;
 		return;
 	}
+	/* (a pass an event started keeps the backoff: a burst of events
+	 * during a full disk, a pass each, ran it up to 5 min in 3 s) */
 	s->retry_backoff = !s->retry_backoff ? RETRY_FIRST_MS
+	    : !retried ? s->retry_backoff
 	    : s->retry_backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
 	    : s->retry_backoff * 2;
 	s->retry_ms = now_ms() + s->retry_backoff;
@@ -263,6 +281,7 @@ retry_due(struct agent *a)
 	for (size_t i = 0; i < a->napps; i++)
 		if (a->apps[i].retry_ms && now >= a->apps[i].retry_ms) {
 			a->apps[i].retry_ms = 0;
+			a->apps[i].retrying = true;
 			a->apps[i].full = true;
 			due = true;
 		}
@@ -669,8 +688,14 @@ run_passes(struct agent *a, bool all)
 		s->full = false;
 		s->approved = false;
 		s->held = res.held_deletes;
-		s->errors = pc.failed + pc.errors;
-		retry_plan(a, i, pc.failed);
+		/* an error of the app itself (a commit of the store that
+		 * failed: a full disk; not held deletes nor a missing source)
+		 * is counted and retried too (a new user's trial: the agent
+		 * never caught up once the disk had room again) */
+		bool app_err = rc && !res.held_deletes && !res.source_missing &&
+		    !pc.failed && !pc.errors;
+		s->errors = pc.failed + pc.errors + app_err;
+		retry_plan(a, i, pc.failed + app_err);
 		if (full) {
 			/* counted when a status asks (a cursor over every
 			 * state: not on the catch-up's path) */

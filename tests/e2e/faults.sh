@@ -213,6 +213,31 @@ CONF
 	run sync; expect_rc 0 "room again for the store ($ERR)"
 	diff -r many out-many >/dev/null || fail "out-many differs after room came back"
 	run check -q; expect_rc 0 "check after the store's disk was full"
+	# a state directory on a disk already full: LMDB's lock file, written
+	# through its map, was a SIGBUS (tend died without a word, exit 135)
+	rm -rf small/.tend small/* out-many
+	mount -o remount,size=1m small
+	dd if=/dev/zero of=small/fill bs=64k 2>/dev/null
+	run sync; expect_rc 1 "a full disk for a new store"
+	expect_in "$ERR" "no room for its lock file" "a full disk for a new store said"
+	rm small/fill
+	# the agent, its state on a disk that fills and empties: it catches up
+	# by itself (it waited for a source change: a new user's trial), and
+	# a settle the full disk lost is retried too
+	mount -o remount,size=3m small
+	i=0; while [ $i -lt 50 ]; do echo "f $i" > many/f$i; i=$((i + 1)); done
+	rm -f many/f[5-9][0-9]*
+	printf '[tend]\n\tstate = small/.tend\n\tdebounce = 0\n[app "many"]\n\tsource = many\n\ttarget = dir:out-many\n' > tend.conf
+	"$TEND" watch --daemon >/dev/null 2>&1 || fail "agent on a small disk"
+	dd if=/dev/zero of=small/fill bs=64k 2>/dev/null
+	mkdir many/more; i=0; while [ $i -lt 2000 ]; do echo "m $i" > many/more/m$i; i=$((i + 1)); done
+	sleep 2; rm small/fill; mount -o remount,size=32m small
+	i=0; while [ $i -lt 200 ] && [ "$(ls out-many/more 2>/dev/null | wc -l)" != 2000 ]; do sleep 0.1; i=$((i + 1)); done
+	[ "$(ls out-many/more 2>/dev/null | wc -l)" = 2000 ] || fail "the agent did not catch up once the disk had room: $(ls out-many/more 2>/dev/null | wc -l) of 2000"
+	i=0; while [ $i -lt 100 ] && ! "$TEND" status | grep -q "many: .* 0 unsettled"; do sleep 0.1; i=$((i + 1)); done
+	run status; expect_in "$OUT" " 0 unsettled" "the agent settled once the disk had room"
+	run stop; expect_rc 0 "stop the agent on the small disk"
+	run check -q; expect_rc 0 "check after the agent's full disk"
 	umount small
 else
 	echo "SKIP: cannot mount a tmpfs here; the full-filesystem case did not run"
