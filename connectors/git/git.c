@@ -2183,7 +2183,21 @@ tags_check(struct tend_handler *base, struct tend_context *ctx,
 		 * wrong (its first commit sets the tag), while a plan asks
 		 * what the first set of it will find: nothing */
 		if (have_tip || tend_context_pass(ctx)) {
-			tend_buf_printf(why, TEND_CHECK_ABSENT ": tag %s", name);
+			git_oid to, c2;
+			bool missing;
+			char t[GIT_OID_HEXSZ + 1];
+
+			/* deleted by hand: the next plain sync sets it again
+			 * (a new user's trial: check sent them to --full) */
+			if (have_tip && tag_behind(repo, h->ref, name, &missing,
+				&c2, &to) && missing) {
+				git_oid_tostr(t, sizeof t, &to);
+				tend_buf_printf(why, TEND_CHECK_BEHIND ": tag %s "
+				    "is missing: tend sync sets it again on "
+				    "%.12s", name, t);
+			} else
+				tend_buf_printf(why, TEND_CHECK_ABSENT ": tag %s",
+				    name);
 			rc = TEND_ECONFLICT;
 		}
 		goto out;

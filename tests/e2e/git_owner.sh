@@ -286,6 +286,8 @@ expect_not_in "$ERR" "moved from" "sync did not move the tag forward"
 [ "$(git -C repo3 rev-parse latest)" = "$prev" ] || fail "tend moved a tag someone moved back"
 run check; expect_in "$OUT" "in the way: tag latest points at" "check: in the way"
 git -C repo3 tag -d latest >/dev/null
+run check; expect_in "$OUT" "tag latest is missing: tend sync sets it again" "check: a deleted tag is caught up by a plain sync"
+expect_not_in "$OUT" "sync --full" "check does not send a deleted tag to --full"
 run sync; expect_rc 0 "the tag deleted: tend sets it again"
 [ "$(git -C repo3 rev-parse latest)" = "$(git -C repo3 rev-parse pages)" ] || fail "the tag was not set again on the tip"
 # the ref reset by hand below tend's last commit (a new user's trial:
