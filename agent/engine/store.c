@@ -1331,9 +1331,14 @@ tend_store_repack(struct tend_store *st)
 	/* one rename swaps the two: a reader opens the one or the other */
 	if (renameat2(AT_FDCWD, tmp.ptr, AT_FDCWD, st->dir,
 		RENAME_EXCHANGE) != 0) {
-		rc = tend_error_set(TEND_ERROR, "store: repack: swap %s: %s",
-		    st->dir, strerror(errno));
+		int e = errno;
+
 		rm_store_dir(tmp.ptr);
+		/* a filesystem without the exchange: the store stays as it
+		 * is, without a word at every cold sync */
+		rc = e == EINVAL || e == ENOSYS || e == EOPNOTSUPP ? 0
+		    : tend_error_set(TEND_ERROR, "store: repack: swap %s: %s",
+			st->dir, strerror(e));
 		goto out;
 	}
 	fsync_path(parent.ptr);
