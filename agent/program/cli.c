@@ -657,6 +657,28 @@ writer_open(struct tend_ws *ws, const char *who)
  */
 #define STOP_WAIT_MS 60000
 
+/* Does process `pid` still run (a zombie does not)? */
+static bool
+process_alive(int pid)
+{
+	char path[64], buf[256];
+	FILE *f;
+
+	if (kill(pid, 0) != 0 && errno == ESRCH)
+		return false;
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	if (!(f = fopen(path, "re")))
+		return false;
+	bool alive = true;
+	if (fgets(buf, sizeof buf, f)) {
+		const char *p = strrchr(buf, ')');
+
+		alive = !(p && p[1] == ' ' && p[2] == 'Z');
+	}
+	fclose(f);
+	return alive;
+}
+
 static int
 cmd_stop(struct tend_ws *ws)
 {
@@ -680,7 +702,10 @@ cmd_stop(struct tend_ws *ws)
 		return EXIT_FAIL;
 	}
 	for (int ms = 0; ms < STOP_WAIT_MS; ms += 20) {
-		if (tend_ws_agent_pid(ws) != pid) {
+		/* its lock is free once it has committed and let go; then
+		 * its process ends (a sanitized one checks for leaks first):
+		 * gone, or a zombie its parent has not reaped */
+		if (tend_ws_agent_pid(ws) != pid && !process_alive(pid)) {
 			printf("agent (pid %d) stopped\n", pid);
 			return 0;
 		}
