@@ -154,6 +154,11 @@ lock_room(const char *dir, const char *shown)
 	int fd, e = 0;
 
 	snprintf(path, sizeof path, "%s/lock.mdb", dir);
+	/* (opened only when short: closing a descriptor of the lock file
+	 * would drop the locks this process holds on it, and LMDB tells
+	 * live readers by them; this runs with no env of it open) */
+	if (stat(path, &sb) == 0 && (uint64_t)sb.st_blocks * 512 >= LOCK_BYTES)
+		return 0;
 	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0)
 		return 0; /* LMDB says why */
 	if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_blocks * 512 < LOCK_BYTES)
@@ -304,6 +309,43 @@ out:
 	return error;
 }
 
+static bool store_swapped(const struct tend_store *st);
+
+/*
+ * env_open, again if a repack swapped the store's directory while it
+ * opened (what it opened is then the old one, being removed: LMDB could
+ * even have made an empty store in it). A few tries: a swap is rare.
+ */
+static int
+env_open_current(struct tend_store *st)
+{
+	int rc = TEND_ERROR;
+
+	for (int tries = 0; tries < 5; tries++) {
+		struct stat sb;
+
+		if ((rc = env_open(st)) != 0) {
+			/* (ENOENT: the old directory went under it) */
+			if (st->env) {
+				mdb_env_close(st->env);
+				st->env = NULL;
+			}
+			if (stat(st->dir, &sb) == 0 &&
+			    (sb.st_dev != st->dir_dev ||
+				sb.st_ino != st->dir_ino))
+				continue;
+			return rc;
+		}
+		if (stat(st->dir, &sb) == 0 && sb.st_dev == st->dir_dev &&
+		    sb.st_ino == st->dir_ino && !store_swapped(st))
+			return 0;
+		mdb_env_close(st->env);
+		st->env = NULL;
+	}
+	return rc ? rc : tend_error_set(TEND_ERROR, "store %s: rewritten "
+	    "again and again while opened", st->dir);
+}
+
 int
 tend_store_open(struct tend_store **out, const char *dir, uint64_t map_size)
 {
@@ -325,7 +367,7 @@ tend_store_open(struct tend_store **out, const char *dir, uint64_t map_size)
 		tend_store_close(st);
 		return rc;
 	}
-	if (env_open(st) != 0) {
+	if (env_open_current(st) != 0) {
 		tend_store_close(st);
 		return TEND_ERROR;
 	}
@@ -1118,6 +1160,28 @@ tend_store_rows(struct tend_store *st, enum tend_table tab)
 
 static void rm_store_dir(const char *dir);
 
+/*
+ * Is the store at st->dir another one than st's env has open? By the
+ * data file: the one this env holds open cannot have its inode reused
+ * (a directory's could: removed by one repack, its number taken by the
+ * next one's copy).
+ */
+static bool
+store_swapped(const struct tend_store *st)
+{
+	struct tend_buf p = TEND_BUF_INIT;
+	struct stat a, b;
+	int fd;
+	bool swapped;
+
+	tend_buf_printf(&p, "%s/data.mdb", st->dir);
+	swapped = mdb_env_get_fd(st->env, &fd) == 0 && fstat(fd, &a) == 0 &&
+	    stat(p.ptr, &b) == 0 && (a.st_dev != b.st_dev ||
+		a.st_ino != b.st_ino);
+	tend_buf_release(&p);
+	return swapped;
+}
+
 int
 tend_store_refresh(struct tend_store *st)
 {
@@ -1130,14 +1194,15 @@ tend_store_refresh(struct tend_store *st)
 	if (lstat(tmp.ptr, &sb) == 0)
 		rm_store_dir(tmp.ptr);
 	tend_buf_release(&tmp);
-	if (st->held || st->lazy || st->nborrow || st->scratch ||
-	    stat(st->dir, &sb) != 0 ||
-	    (sb.st_dev == st->dir_dev && sb.st_ino == st->dir_ino))
+	if (st->scratch || st->broken || !store_swapped(st))
 		return 0;
+	if (st->held || st->lazy || st->nborrow)
+		return tend_error_set(TEND_ERROR, "store %s: rewritten by another "
+		    "process while this one had a transaction open", st->dir);
 	mdb_env_close(st->env);
 	st->env = NULL;
 	st->map_addr = NULL;
-	if ((rc = env_open(st)) != 0) {
+	if ((rc = env_open_current(st)) != 0) {
 		st->broken = true;
 		st->broken_why = "reopen";
 	}
@@ -1186,18 +1251,15 @@ fsync_path(const char *path)
  * last transaction's id, if it was right in the snapshot.
  */
 static int
-repack_copy(struct tend_store *st, MDB_env *to)
+repack_copy(struct tend_store *st, MDB_env *to, uint64_t per)
 {
 	MDB_txn *rt = NULL, *wt = NULL;
 	MDB_cursor *cur = NULL;
 	MDB_val k, v;
 	MDB_dbi d[TEND_T__COUNT];
-	uint64_t id, rows = 0, per = REPACK_TXN_ROWS;
-	const char *e = getenv("TEND_REPACK_TXN_ROWS"); /* for tests */
+	uint64_t id, rows = 0;
 	int rc;
 
-	if (e && strtoull(e, NULL, 10) > 0)
-		per = strtoull(e, NULL, 10);
 	if ((rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &rt)) ||
 	    (rc = mdb_txn_begin(to, NULL, 0, &wt)))
 		goto out;
@@ -1214,6 +1276,8 @@ repack_copy(struct tend_store *st, MDB_env *to)
 			if (i == TEND_T_META && k.mv_size == strlen(MARK_KEY) &&
 			    memcmp(k.mv_data, MARK_KEY, k.mv_size) == 0)
 				continue; /* below */
+			/* (MDB_TXN_FULL: the caller begins again with
+			 * fewer rows a transaction) */
 			if ((rc = mdb_put(wt, d[i], &k, &v, MDB_APPEND)))
 				goto out;
 			if (++rows % per == 0) {
@@ -1283,7 +1347,8 @@ tend_store_repack(struct tend_store *st)
 		if (!have || free_b < need)
 			return tend_error_set(TEND_ERROR, "store %s: not "
 			    "rewritten in key order: %llu MiB free on its disk, "
-			    "the copy needs %llu MiB", st->dir,
+			    "the copy needs %llu MiB (the store is kept as it "
+			    "was)", st->dir,
 			    (unsigned long long)(free_b >> 20),
 			    (unsigned long long)(need >> 20));
 	}
@@ -1293,29 +1358,46 @@ tend_store_repack(struct tend_store *st)
 		tend_buf_put(&parent, st->dir, (size_t)(slash - st->dir) + 1);
 	else
 		tend_buf_puts(&parent, ".");
-	/* what a killed repack left: its copy, or the store it replaced */
-	rm_store_dir(tmp.ptr);
-	if (mkdir(tmp.ptr, 0700) != 0) {
-		rc = tend_error_set(TEND_ERROR, "store: mkdir %s: %s", tmp.ptr,
-		    strerror(errno));
-		goto out;
-	}
-	if ((rc = lock_room(tmp.ptr, tmp.ptr)) != 0) {
+	/* rows per transaction: fewer if big rows fill LMDB's dirty pages
+	 * first (MDB_TXN_FULL: the copy is begun again) */
+	uint64_t per = REPACK_TXN_ROWS;
+	const char *e = getenv("TEND_REPACK_TXN_ROWS"); /* for tests */
+
+	if (e && strtoull(e, NULL, 10) > 0)
+		per = strtoull(e, NULL, 10);
+	for (;;) {
+		/* what a killed repack left: its copy, or the store it
+		 * replaced */
 		rm_store_dir(tmp.ptr);
-		goto out;
+		if (mkdir(tmp.ptr, 0700) != 0) {
+			rc = tend_error_set(TEND_ERROR, "store: mkdir %s: %s (the "
+			    "store is kept as it was)", tmp.ptr,
+			    strerror(errno));
+			goto out;
+		}
+		if ((rc = lock_room(tmp.ptr, tmp.ptr)) != 0) {
+			rm_store_dir(tmp.ptr);
+			goto out;
+		}
+		to = NULL;
+		if ((rc = mdb_env_create(&to)) == 0) {
+			mdb_env_set_maxdbs(to, TEND_T__COUNT + 2);
+			mdb_env_set_maxreaders(to, 126);
+			mdb_env_set_mapsize(to, (size_t)st->map_size);
+			rc = mdb_env_open(to, tmp.ptr, MDB_NOTLS | MDB_NOSYNC,
+			    0600);
+		}
+		if (rc == 0)
+			rc = repack_copy(st, to, per);
+		if (to)
+			mdb_env_close(to);
+		if (rc != MDB_TXN_FULL || per <= 16)
+			break;
+		per /= 16;
 	}
-	if ((rc = mdb_env_create(&to)) == 0) {
-		mdb_env_set_maxdbs(to, TEND_T__COUNT + 2);
-		mdb_env_set_maxreaders(to, 126);
-		mdb_env_set_mapsize(to, (size_t)st->map_size);
-		rc = mdb_env_open(to, tmp.ptr, MDB_NOTLS | MDB_NOSYNC, 0600);
-	}
-	if (rc == 0)
-		rc = repack_copy(st, to);
-	if (to)
-		mdb_env_close(to);
 	if (rc) {
-		rc = tend_error_set(TEND_ERROR, "store: repack into %s: %s",
+		rc = tend_error_set(TEND_ERROR, "store: repack into %s: %s "
+		    "(the store is kept as it was)",
 		    tmp.ptr, rc == EIO || rc == ENOSPC || rc == EDQUOT
 		    ? "the disk filled (LMDB: a short write)"
 		    : mdb_strerror(rc));
@@ -1323,22 +1405,23 @@ tend_store_repack(struct tend_store *st)
 		goto out;
 	}
 	if (tend_failpoint("repack", "copied") || fsync_path(tmp.ptr) != 0) {
-		rc = tend_error_set(TEND_ERROR, "store: repack: sync %s: %s",
-		    tmp.ptr, strerror(errno));
+		rc = tend_error_set(TEND_ERROR, "store: repack: sync %s: %s "
+		    "(the store is kept as it was)", tmp.ptr, strerror(errno));
 		rm_store_dir(tmp.ptr);
 		goto out;
 	}
 	/* one rename swaps the two: a reader opens the one or the other */
 	if (renameat2(AT_FDCWD, tmp.ptr, AT_FDCWD, st->dir,
 		RENAME_EXCHANGE) != 0) {
-		int e = errno;
+		int err = errno;
 
 		rm_store_dir(tmp.ptr);
 		/* a filesystem without the exchange: the store stays as it
 		 * is, without a word at every cold sync */
-		rc = e == EINVAL || e == ENOSYS || e == EOPNOTSUPP ? 0
-		    : tend_error_set(TEND_ERROR, "store: repack: swap %s: %s",
-			st->dir, strerror(e));
+		rc = err == EINVAL || err == ENOSYS || err == EOPNOTSUPP ? 0
+		    : tend_error_set(TEND_ERROR, "store: repack: swap %s: %s "
+			"(the store is kept as it was)", st->dir,
+			strerror(err));
 		goto out;
 	}
 	fsync_path(parent.ptr);
@@ -1346,10 +1429,14 @@ tend_store_repack(struct tend_store *st)
 	mdb_env_close(st->env);
 	st->env = NULL;
 	st->map_addr = NULL;
-	if ((rc = env_open(st)) != 0) {
+	if (env_open_current(st) != 0) {
 		st->broken = true;
 		st->broken_why = "reopen";
-	}
+		rc = tend_error_set(TEND_ERROR, "store %s: rewritten in key "
+		    "order, but opening it again failed (%s): the next command "
+		    "opens it", st->dir, tend_error_last());
+	} else
+		rc = 1;
 	/* the store it replaced (readers that have it open keep it) */
 	rm_store_dir(tmp.ptr);
 out:

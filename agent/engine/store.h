@@ -228,9 +228,11 @@ uint64_t tend_store_rows(struct tend_store *st, enum tend_table t);
  * keeps reading the old one (its files stay until it closes them), and
  * must not write to it. A kill leaves the old store or the new one in
  * place, never a mix (the copy is synced before the swap), and DIR.repack
- * behind, which the next repack removes. Needs room for a second copy;
- * without it (or on any error) the store is left as it was. Failpoint
- * "repack" ("copied", "swapped").
+ * behind, which the next writer removes. Needs room for a second copy
+ * (its size and 16 MiB); without it (or on any error before the swap) the
+ * store is left as it was. 1 when rewritten, 0 when not (nothing to do,
+ * a filesystem without RENAME_EXCHANGE), <0 with a message that says
+ * where the store stands. Failpoint "repack" ("copied", "swapped").
  */
 int tend_store_repack(struct tend_store *st);
 

@@ -602,8 +602,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 	}
 	uint64_t b0, b1;
 	if (!preview && tend_ws_repack(ws, rows_before, c->full, &b0, &b1) < 0)
-		fprintf(stderr, "tend: %s (the store is kept as it was)\n",
-		    tend_error_last());
+		fprintf(stderr, "tend: %s\n", tend_error_last());
 	if (preview) {
 		if (c->json) {
 			tend_buf_puts(&out, c->json_items.ptr);

@@ -213,8 +213,7 @@ settle(struct agent *a)
 	/* a store that doubled (the first pass of a new workspace) is
 	 * rewritten in key order, a third smaller */
 	if ((rc = tend_ws_repack(a->ws, a->repack_rows, false, &b0, &b1)) < 0)
-		logf_(a, ALOG_ERR, "%s (the store is kept as it was)",
-		    tend_error_last());
+		logf_(a, ALOG_ERR, "%s", tend_error_last());
 	else if (rc > 0)
 		logf_(a, ALOG_INFO, "store rewritten in key order: %.1f MB, "
 		    "was %.1f MB", b1 / 1e6, b0 / 1e6);

@@ -473,8 +473,9 @@ tend_ws_repack(struct tend_ws *ws, uint64_t before, bool force,
 	if (rows < 1000 || (!force && rows < 2 * before))
 		return 0;
 	*bytes_before = store_bytes(ws);
-	if (tend_store_repack(st) != 0)
-		return -1;
+	int rc = tend_store_repack(st);
+	if (rc <= 0)
+		return rc < 0 ? -1 : 0;
 	*bytes_after = store_bytes(ws);
 	return 1;
 }
