@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 
 #include "check.h"
+#include "json.h"
+#include "pass.h"
 #include "top.h"
 #include "watch.h"
 #include "tend/status.h"
@@ -651,6 +653,29 @@ writer_open(struct tend_ws *ws, const char *who)
 }
 
 
+/* An agent answering in ROOT/.tend (the default state directory) while
+ * tend.conf does not load: it runs the previous config; say so */
+static void
+say_agent_on_bad_conf(const char *root)
+{
+	struct tend_buf reply = TEND_BUF_INIT;
+	char *state = path_join(root, ".tend");
+	struct tend_json *j;
+
+	if (tend_agent_request_wait(state, "status", &reply, 3000) == 0 &&
+	    (j = tend_json_parse(reply.ptr, reply.len, NULL, 0))) {
+		fprintf(stderr, "tend: the agent (pid %lld, %s) runs with the "
+				"tend.conf it loaded before this one%s\n",
+		    tend_json_int(j, "pid", 0, INT32_MAX, 0),
+		    tend_json_str(j, "state", "?"),
+		    tend_json_get(j, "config_error")
+			? " (it refused this one too)" : "");
+		tend_json_free(j);
+	}
+	tend_buf_release(&reply);
+	free(state);
+}
+
 /*
  * tend stop: SIGTERM to the agent, then wait for its lock on agent.pid to
  * be free (it finishes its pass and commits first).
@@ -929,6 +954,12 @@ tend_main(int argc, char **argv, const struct tend_main_opts *opts)
 		fprintf(stderr, "%s%s", rc == TEND_EINVALID ? "" : "tend: ",
 		    err.ptr);
 		keep_error(err.ptr);
+		/* tend status beside an agent that refused this tend.conf:
+		 * the agent still runs the previous one (new users' trials:
+		 * status said only the error); its default state dir */
+		if (rc == TEND_EINVALID && strcmp(c.cmd, "status") == 0 &&
+		    ws.root && !c.json)
+			say_agent_on_bad_conf(ws.root);
 		tend_buf_release(&err);
 		tend_ws_close(&ws);
 		free(c.apps);

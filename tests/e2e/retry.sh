@@ -59,6 +59,10 @@ kill -HUP $AGENT
 until_ './status | grep -q "config_error.*unterminated"' 'true' "a refused tend.conf in the status"
 grep -q "keeping the previous config: tend.conf:" "$WS/agent.err" ||
 	fail "the log does not say why on one line: $(cat "$WS/agent.err")"
+# tend status cannot load it either, but says the agent still runs on the
+# previous one (it said only the error: new users' trials)
+run status; expect_rc 2 "status with a tend.conf that does not load"
+expect_in "$ERR" "the agent (pid $AGENT, watching) runs with the tend.conf it loaded before this one (it refused this one too)" "status names the running agent"
 mv tend.conf.good tend.conf
 kill -HUP $AGENT
 until_ '! ./status | grep -q config_error' 'true' "the config error gone once fixed"
