@@ -169,7 +169,7 @@ cmd_drop(struct cli *c, struct tend_ws *ws)
 			status = EXIT_FAIL;
 		} else if (!c->quiet && !c->json && c->forgotten)
 			printf("%s: dropped, %llu target states reverted, %llu "
-			       "forgotten (not tend's: left as %s)\n",
+			       "forgotten (no longer tracked: left as %s)\n",
 			    c->apps[i], (unsigned long long)c->deleted,
 			    (unsigned long long)c->forgotten,
 			    c->forgotten == 1 ? "it was" : "they were");

@@ -261,7 +261,7 @@ plan_summary(struct cli *c)
 	    (unsigned long long)n[0], (unsigned long long)n[1],
 	    (unsigned long long)n[2]);
 	if (n[3])
-		printf(", %llu to forget (not tend's: left as %s)",
+		printf(", %llu to forget (no longer tracked: left as %s)",
 		    (unsigned long long)n[3], n[3] == 1 ? "it is" : "they are");
 	if (n[4])
 		printf(", %llu to adopt (%s the declared content already)",

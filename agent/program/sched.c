@@ -82,7 +82,7 @@ tend_pass_text(struct tend_buf *b, const struct tend_pass *p)
 	    (unsigned long long)p->created, (unsigned long long)p->updated,
 	    (unsigned long long)p->deleted);
 	if (p->forgotten)
-		tend_buf_printf(b, ", %llu forgotten (not tend's: left as "
+		tend_buf_printf(b, ", %llu forgotten (no longer tracked: left as "
 				   "%s)", (unsigned long long)p->forgotten,
 		    p->forgotten == 1 ? "it was" : "they were");
 	if (p->adopted)

@@ -205,11 +205,11 @@ expect_in "$OUT" "= site out/a  (forgotten: tend never wrote what is there, and 
 expect_in "$OUT" "= site out/l" "gone: plan forgets the link's state"
 expect_in "$OUT" "= site out/c" "gone: plan forgets c"
 expect_not_in "$OUT" "- site out/" "gone: plan promises no delete"
-expect_in "$OUT" "0 to delete, 3 to forget (not tend's: left as they are)" "gone: plan's summary"
+expect_in "$OUT" "0 to delete, 3 to forget (no longer tracked: left as they are)" "gone: plan's summary"
 run plan --json; json_ok "$OUT"
 expect_in "$OUT" '"op": "forget"' "gone: plan --json"; expect_in "$OUT" '"delete": 0, "forget": 3' "gone: plan --json counts"
 run sync; expect_rc 0 "gone: the sources went"
-expect_in "$OUT" "0 deleted, 3 forgotten (not tend's: left as they were)" "gone: sync says nothing was deleted"
+expect_in "$OUT" "0 deleted, 3 forgotten (no longer tracked: left as they were)" "gone: sync says nothing was deleted"
 run status; expect_in "$OUT" "3 forgotten" "gone: status"
 expect_file out/a MINE
 [ "$(readlink out/l)" = elsewhere ] || fail "gone: the user's link was removed"
@@ -221,7 +221,7 @@ printf 'src a\n' > src/a
 run sync; expect_rc 1 "gone: back, in the way again"
 run drop site; expect_rc 0 "gone: drop"
 # a and the directory out/ stay (its note names a): both forgotten
-expect_in "$OUT" "2 forgotten (not tend's: left as they were)" "gone: drop says a and out/ stay"
+expect_in "$OUT" "2 forgotten (no longer tracked: left as they were)" "gone: drop says a and out/ stay"
 expect_file out/a MINE
 expect_gone out/b
 # a cut-short first write of tend's own bytes is still tend's to delete
