@@ -19,6 +19,7 @@
 
 #include "check.h"
 #include "json.h"
+#include "pack.h" /* tend_pid_gone */
 #include "pass.h"
 #include "top.h"
 #include "watch.h"
@@ -682,28 +683,6 @@ say_agent_on_bad_conf(const char *root)
  */
 #define STOP_WAIT_MS 60000
 
-/* Does process `pid` still run (a zombie does not)? */
-static bool
-process_alive(int pid)
-{
-	char path[64], buf[256];
-	FILE *f;
-
-	if (kill(pid, 0) != 0 && errno == ESRCH)
-		return false;
-	snprintf(path, sizeof path, "/proc/%d/stat", pid);
-	if (!(f = fopen(path, "re")))
-		return false;
-	bool alive = true;
-	if (fgets(buf, sizeof buf, f)) {
-		const char *p = strrchr(buf, ')');
-
-		alive = !(p && p[1] == ' ' && p[2] == 'Z');
-	}
-	fclose(f);
-	return alive;
-}
-
 static int
 cmd_stop(struct tend_ws *ws)
 {
@@ -730,7 +709,7 @@ cmd_stop(struct tend_ws *ws)
 		/* its lock is free once it has committed and let go; then
 		 * its process ends (a sanitized one checks for leaks first):
 		 * gone, or a zombie its parent has not reaped */
-		if (tend_ws_agent_pid(ws) != pid && !process_alive(pid)) {
+		if (tend_ws_agent_pid(ws) != pid && tend_pid_gone(pid)) {
 			printf("agent (pid %d) stopped\n", pid);
 			return 0;
 		}
