@@ -152,10 +152,11 @@ status_line(struct agent *a, struct tend_buf *b)
 	for (size_t i = 0; i < a->napps; i++) {
 		struct appstate *s = &a->apps[i];
 		struct tend_app_counts ac;
-
-		if (txn && s->components >= 0 && (kept || s->states < 0) &&
+		bool counted = txn && (kept || s->states < 0) &&
 		    tend_engine_counts(a->ws->eng, txn,
-			a->ws->cfg.apps[i].name, &ac) == 0)
+			a->ws->cfg.apps[i].name, &ac) == 0;
+
+		if (counted && s->components >= 0)
 			s->states = (int64_t)ac.states; /* as status counts */
 		tend_buf_puts(b, i ? ", {\"name\": " : "{\"name\": ");
 		tend_buf_json(b, a->ws->cfg.apps[i].name);
@@ -168,9 +169,7 @@ status_line(struct agent *a, struct tend_buf *b)
 		    (long long)s->components, (long long)s->states, s->nplan,
 		    (unsigned long long)s->errors, (unsigned long long)s->held,
 		    s->ndirty + s->full,
-		    txn && kept && tend_engine_counts(a->ws->eng, txn,
-			a->ws->cfg.apps[i].name, &ac) == 0
-			? (long long)ac.pending : -1LL,
+		    counted && kept ? (long long)ac.pending : -1LL,
 		    s->retry_ms ? (long long)(s->retry_ms > now
 			    ? s->retry_ms - now : 0) : -1LL,
 		    s->last ? s->last : "null");
