@@ -637,18 +637,12 @@ int
 tend_engine_comp_applied(struct tend_engine *eng, struct tend_txn *txn,
     const char *app, const struct tend_key *path, size_t npath)
 {
-	struct tend_buf enc = TEND_BUF_INIT;
-	struct tend_key root = tend_key_str(app);
 	struct tend_arena arena = TEND_ARENA_INIT;
 	struct tend_iter it;
 	struct tend_bytes k, v;
 	int more, applied = 0;
+	struct tend_fp cid = tend_engine_app_cid(eng, app, path, npath);
 
-	tend_key_encode(&enc, &root);
-	for (size_t i = 0; i < npath; i++)
-		tend_key_encode(&enc, &path[i]);
-	struct tend_fp cid = tend_engine_cid(eng, enc.ptr, enc.len);
-	tend_buf_release(&enc);
 	if ((more = tend_store_iter_init(&it, txn, TEND_T_ITEM, cid.b, 16)))
 		return more;
 	while (!applied && (more = tend_store_iter_next(&it, &k, &v)) == 1) {

@@ -738,22 +738,31 @@ tend_provider_generation(const struct tend_provider *p, uint64_t *id,
 	*schema = p->root ? 0 : p->gen_schema;
 }
 
-bool
-tend_engine_memo_matches(struct tend_engine *eng, const char *app,
-    const struct tend_key *path, size_t npath, const struct tend_fp *input,
-    const struct tend_fp *logic)
+struct tend_fp
+tend_engine_app_cid(const struct tend_engine *eng, const char *app,
+    const struct tend_key *path, size_t npath)
 {
 	struct tend_buf enc = TEND_BUF_INIT;
 	struct tend_key root = tend_key_str(app);
-	struct tend_txn *txn;
-	struct tend_bytes v;
-	bool ok = false;
 
 	tend_key_encode(&enc, &root);
 	for (size_t i = 0; i < npath; i++)
 		tend_key_encode(&enc, &path[i]);
 	struct tend_fp cid = tend_engine_cid(eng, enc.ptr, enc.len);
 	tend_buf_release(&enc);
+	return cid;
+}
+
+bool
+tend_engine_memo_matches(struct tend_engine *eng, const char *app,
+    const struct tend_key *path, size_t npath, const struct tend_fp *input,
+    const struct tend_fp *logic)
+{
+	struct tend_txn *txn;
+	struct tend_bytes v;
+	bool ok = false;
+	struct tend_fp cid = tend_engine_app_cid(eng, app, path, npath);
+
 	if (tend_store_read_begin(eng->st, &txn) != 0)
 		return false;
 	if (tend_store_get(txn, TEND_T_MEMO, cid.b, 16, &v) == 0 &&

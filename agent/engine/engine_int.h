@@ -373,6 +373,9 @@ struct tend_engine {
 /* engine.c: the id of a component from its encoded path (inspect.h) */
 struct tend_fp tend_engine_cid(const struct tend_engine *eng,
     const void *path, size_t len);
+/* The id of app's component at `path` (its keys after the app's) */
+struct tend_fp tend_engine_app_cid(const struct tend_engine *eng,
+    const char *app, const struct tend_key *path, size_t npath);
 
 /* commit.c: the bodies of the pre-commit and commit transactions */
 int tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c);
