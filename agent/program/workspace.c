@@ -375,6 +375,30 @@ read_holder(int fd, char *buf, size_t size)
 	return atoi(buf);
 }
 
+/*
+ * flock(fd, op) without blocking: 0 once taken. Busy: the pid its holder
+ * wrote in the file (its text in `holder`), or -1 when none is written
+ * yet. A lock whose recorded holder is dead is held by what it left in
+ * transit (a child between its spawn and its execve, which closes the
+ * descriptor): tried again, 2 s at most. Another error of flock: -2.
+ */
+static int
+flock_try(int fd, int op, char *holder, size_t hsize)
+{
+	for (int tries = 0;; tries++) {
+		if (flock(fd, op | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK)
+			return -2;
+		int pid = read_holder(fd, holder, hsize);
+		if (pid <= 0)
+			return -1;
+		if (tries == 200 || kill(pid, 0) == 0 || errno != ESRCH)
+			return pid;
+		usleep(10 * 1000);
+	}
+}
+
 int
 tend_ws_flock(struct tend_ws *ws, const char *name, bool wait, char *holder,
     size_t hsize, int *fd_out)
@@ -389,19 +413,11 @@ tend_ws_flock(struct tend_ws *ws, const char *name, bool wait, char *holder,
 		    strerror(errno));
 		goto out;
 	}
-	bool busy = flock(fd, LOCK_EX | LOCK_NB) != 0;
-	/* a dead holder's lock is held by what it left in transit (a child
-	 * between its spawn and its execve, which closes the descriptor):
-	 * wait for that quietly, 2 s at most (the torture caught "waiting
-	 * for pid N" with N killed and reaped) */
-	for (int tries = 0; busy && wait && tries < 200; tries++) {
-		int pid = read_holder(fd, holder, hsize);
-
-		if (pid <= 0 || (kill(pid, 0) == 0 || errno != ESRCH))
-			break;
-		usleep(10 * 1000);
-		busy = flock(fd, LOCK_EX | LOCK_NB) != 0;
-	}
+	/* a waiting writer waits for a dead holder's child in transit
+	 * quietly (the torture caught "waiting for pid N" with N killed and
+	 * reaped) */
+	bool busy = wait ? flock_try(fd, LOCK_EX, holder, hsize) != 0
+			 : flock(fd, LOCK_EX | LOCK_NB) != 0;
 	if (busy) {
 		read_holder(fd, holder, hsize);
 		if (!wait) {
@@ -493,24 +509,11 @@ tend_ws_agent_pid(const struct tend_ws *ws)
 	if (fd < 0)
 		return 0;
 	/* the agent holds an exclusive flock for its life (-1: one runs,
-	 * its pid is not written yet). A lock whose recorded holder is dead
-	 * is held by what it left in transit (a child between its spawn and
-	 * its execve, which closes the descriptor): wait for that, 2 s at
-	 * most, rather than send the user to stop a dead agent. */
-	for (int tries = 0;; tries++) {
-		if (flock(fd, LOCK_SH | LOCK_NB) == 0 || errno != EWOULDBLOCK) {
-			running = 0;
-			break;
-		}
-		running = read_holder(fd, pid, sizeof pid);
-		if (running <= 0) {
-			running = -1;
-			break;
-		}
-		if (tries == 200 || kill(running, 0) == 0 || errno != ESRCH)
-			break;
-		usleep(10 * 1000);
-	}
+	 * its pid is not written yet); a dead one's child in transit is
+	 * waited for, rather than send the user to stop a dead agent */
+	running = flock_try(fd, LOCK_SH, pid, sizeof pid);
+	if (running == -2)
+		running = 0;
 	close(fd);
 	return running;
 }
