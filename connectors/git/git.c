@@ -1532,35 +1532,49 @@ tag_moved(git_repository *repo, const char *tag, const git_oid *to,
 	tag_record(repo, tag, to, to, ref);
 }
 
+/*
+ * May tend move tag `name` to `to` (NULL: no commit to go to)? Yes when
+ * it does not exist, or points at a commit (a lightweight tag) that is
+ * `to` or one tend put it on; an annotated tag is never tend's. *exists,
+ * and *cur its target if it has one.
+ */
 static bool
-tag_may_move(git_repository *repo, const char *ref, const char *name,
-    const git_oid *to, git_oid *cur, bool *exists)
+tag_movable(git_repository *repo, const char *name, const git_oid *to,
+    git_oid *cur, bool *exists)
 {
 	struct tend_buf full = TEND_BUF_INIT;
 	git_reference *t = NULL;
-	bool ok;
+	git_object *o = NULL;
 
 	tend_buf_printf(&full, "refs/tags/%s", name);
 	*exists = git_reference_lookup(&t, repo, full.ptr) == 0;
 	tend_buf_release(&full);
 	git_error_clear();
-	if (!*exists) {
-		tag_record(repo, name, NULL, to, ref);
+	if (!*exists)
 		return true;
-	}
 	const git_oid *id = git_reference_target(t);
-	git_object *o = NULL;
-	/* an annotated tag points at a tag object: never tend's */
 	bool commit = id && git_object_lookup(&o, repo, id, GIT_OBJECT_ANY) ==
 	    0 && git_object_type(o) == GIT_OBJECT_COMMIT;
 	git_object_free(o);
 	git_error_clear();
 	if (id)
 		*cur = *id;
-	ok = commit && (git_oid_equal(id, to) || tag_is_ours(repo, name, id));
-	if (ok)
-		tag_record(repo, name, id, to, ref);
+	bool ok = commit && ((to && git_oid_equal(id, to)) ||
+	    tag_is_ours(repo, name, id));
 	git_reference_free(t);
+	return ok;
+}
+
+static bool
+tag_may_move(git_repository *repo, const char *ref, const char *name,
+    const git_oid *to, git_oid *cur, bool *exists)
+{
+	bool ok = tag_movable(repo, name, to, cur, exists);
+
+	if (!*exists)
+		tag_record(repo, name, NULL, to, ref);
+	else if (ok)
+		tag_record(repo, name, cur, to, ref);
 	return ok;
 }
 
@@ -2246,11 +2260,43 @@ out:
 	return rc;
 }
 
+/*
+ * For plan, status and check, which read a repository outside a sink:
+ * open `repo` and point tags_file at the state directory's (none without
+ * one); *tf keeps its path until repo_done. NULL if it cannot be opened.
+ */
+static git_repository *
+repo_at(const char *repo, const char *state, struct tend_buf *tf)
+{
+	git_repository *r = NULL;
+
+	git_ready();
+	if (git_repository_open_ext(&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH,
+		NULL)) {
+		git_error_clear();
+		return NULL;
+	}
+	if (state) {
+		tend_buf_printf(tf, "%s/git-tags", state);
+		tags_file = tf->ptr;
+	}
+	return r;
+}
+
+static void
+repo_done(git_repository *r, struct tend_buf *tf)
+{
+	tags_file = NULL;
+	tend_buf_release(tf);
+	git_repository_free(r);
+	git_error_clear();
+}
+
 int
 tend_git_tags_behind(const char *repo, const char *state, const char *ref,
     char *const *tags, size_t n, tend_git_tag_fn *fn, void *arg)
 {
-	git_repository *r = NULL;
+	git_repository *r;
 	struct tend_buf tf = TEND_BUF_INIT;
 	char tiphex[GIT_OID_HEXSZ + 1], athex[GIT_OID_HEXSZ + 1];
 	git_oid tip, cur;
@@ -2258,20 +2304,11 @@ tend_git_tags_behind(const char *repo, const char *state, const char *ref,
 
 	if (!n)
 		return 0;
-	git_ready();
-	if (git_repository_open_ext(&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH,
-		NULL)) {
-		git_error_clear();
+	if (!(r = repo_at(repo, state, &tf)))
 		return -1;
-	}
 	if (git_reference_name_to_id(&tip, r, ref) != 0) {
-		git_error_clear();
-		git_repository_free(r);
+		repo_done(r, &tf);
 		return 0; /* no commit yet: nothing to be behind */
-	}
-	if (state) {
-		tend_buf_printf(&tf, "%s/git-tags", state);
-		tags_file = tf.ptr;
 	}
 	for (size_t i = 0; i < n; i++) {
 		git_oid to;
@@ -2295,9 +2332,7 @@ tend_git_tags_behind(const char *repo, const char *state, const char *ref,
 		tend_buf_release(&lock);
 		count++;
 	}
-	tags_file = NULL;
-	tend_buf_release(&tf);
-	git_repository_free(r);
+	repo_done(r, &tf);
 	return count;
 }
 
@@ -2305,22 +2340,15 @@ int
 tend_git_ref_rewritten(const char *repo, const char *state, const char *ref,
     char was[13])
 {
-	git_repository *r = NULL;
+	git_repository *r;
 	struct tend_buf tf = TEND_BUF_INIT, name = TEND_BUF_INIT;
 	char hex[GIT_OID_HEXSZ + 1];
 	git_oid to, tip;
 	int lost = 0;
 
-	if (!state)
+	/* (unreadable: the pass says what is wrong with it) */
+	if (!state || !(r = repo_at(repo, state, &tf)))
 		return 0;
-	git_ready();
-	if (git_repository_open_ext(&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH,
-		NULL)) {
-		git_error_clear();
-		return 0; /* (the pass says what is wrong with it) */
-	}
-	tend_buf_printf(&tf, "%s/git-tags", state);
-	tags_file = tf.ptr;
 	tip_name(&name, ref);
 	if (tag_recorded_to(r, name.ptr, &to)) {
 		git_commit *c = NULL;
@@ -2337,11 +2365,8 @@ tend_git_ref_rewritten(const char *repo, const char *state, const char *ref,
 		memcpy(was, hex, 12);
 		was[12] = '\0';
 	}
-	git_error_clear();
-	tags_file = NULL;
-	tend_buf_release(&tf);
 	tend_buf_release(&name);
-	git_repository_free(r);
+	repo_done(r, &tf);
 	return lost;
 }
 
@@ -2349,66 +2374,42 @@ int
 tend_git_tags_in_way(const char *repo, const char *state, const char *ref,
     char *const *tags, size_t n, tend_git_tag_fn *fn, void *arg)
 {
-	git_repository *r = NULL;
-	struct tend_buf tf = TEND_BUF_INIT, full = TEND_BUF_INIT;
+	git_repository *r;
+	struct tend_buf tf = TEND_BUF_INIT;
 	char athex[GIT_OID_HEXSZ + 1];
 	git_oid tip;
 	int count = 0;
 
 	if (!n || !state)
 		return 0;
-	git_ready();
-	if (git_repository_open_ext(&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH,
-		NULL)) {
-		git_error_clear();
+	if (!(r = repo_at(repo, state, &tf)))
 		return -1;
-	}
 	bool have_tip = git_reference_name_to_id(&tip, r, ref) == 0;
-	tend_buf_printf(&tf, "%s/git-tags", state);
-	tags_file = tf.ptr;
 	for (size_t i = 0; i < n; i++) {
-		git_reference *t = NULL;
-		git_object *o = NULL;
-
 		char *f[5];
-		bool ok;
+		bool ok, exists;
 		char *line = tag_line(r, tags[i], f, &ok);
 		bool set_before = line != NULL;
+		git_oid cur;
 
 		/* (one tend never set: its own action says so) */
 		free(line);
 		if (!set_before)
 			continue;
-		tend_buf_reset(&full);
-		tend_buf_printf(&full, "refs/tags/%s", tags[i]);
-		if (git_reference_lookup(&t, r, full.ptr) != 0) {
-			git_error_clear();
+		/* as the commit decides (tag_may_move) */
+		memset(&cur, 0, sizeof cur);
+		if (tag_movable(r, tags[i], have_tip ? &tip : NULL, &cur,
+			&exists) || !exists)
 			continue;
-		}
-		const git_oid *id = git_reference_target(t);
-		bool commit = id && git_object_lookup(&o, r, id,
-		    GIT_OBJECT_ANY) == 0 && git_object_type(o) ==
-		    GIT_OBJECT_COMMIT;
-		/* as tag_may_move decides at the commit: tend's, or on
-		 * the tip already (adopted) */
-		if (!id || !commit || (!(have_tip && git_oid_equal(id, &tip)) &&
-					  !tag_is_ours(r, tags[i], id))) {
-			if (id)
-				git_oid_tostr(athex, sizeof athex, id);
-			else
-				strcpy(athex, "?");
-			athex[12] = '\0';
-			fn(tags[i], athex, NULL, NULL, arg);
-			count++;
-		}
-		git_object_free(o);
-		git_reference_free(t);
-		git_error_clear();
+		if (git_oid_is_zero(&cur))
+			strcpy(athex, "?"); /* (a ref with no target) */
+		else
+			git_oid_tostr(athex, sizeof athex, &cur);
+		athex[12] = '\0';
+		fn(tags[i], athex, NULL, NULL, arg);
+		count++;
 	}
-	tags_file = NULL;
-	tend_buf_release(&tf);
-	tend_buf_release(&full);
-	git_repository_free(r);
+	repo_done(r, &tf);
 	return count;
 }
 
