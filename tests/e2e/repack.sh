@@ -38,23 +38,21 @@ expect_in "$BEFORE" "site: 3001 target states, 0 unsettled" "status after the re
 run sync; expect_in "$OUT" "site: 0 created, 0 updated, 0 deleted; 3000 files (0 read)" \
 	"nothing redone after the repack (signatures kept)"
 
-# killed after the copy, before the swap: the old store stays, the copy
-# is removed by the next writer
-TEND_FAILPOINTS='repack~copied=kill' "$TEND" sync --full -q 2>/dev/null
-[ -d .tend/store.repack ] || fail "the kill before the swap left no copy (did it repack?)"
-[ "$(listing)" = "$BEFORE" ] || fail "store after a kill before the swap: $(listing)"
-run check; expect_in "$OUT" "no drift" "check after a kill before the swap"
-run sync; expect_in "$OUT" "site: 0 created, 0 updated, 0 deleted" "sync after a kill before the swap"
-expect_gone .tend/store.repack
-
-# killed right after the swap: the new store is in place, the old one
-# beside it until the next writer
-TEND_FAILPOINTS='repack~swapped=kill' "$TEND" sync --full -q 2>/dev/null
-[ -d .tend/store.repack ] || fail "the kill after the swap left no old store"
-[ "$(listing)" = "$BEFORE" ] || fail "store after a kill after the swap: $(listing)"
-run check; expect_in "$OUT" "no drift" "check after a kill after the swap"
-run sync; expect_in "$OUT" "site: 0 created, 0 updated, 0 deleted" "sync after a kill after the swap"
-expect_gone .tend/store.repack
+# killed_repack POINT WHEN: sync --full killed at the repack's failpoint
+# POINT; the store at the path still lists what it did, check and a sync
+# agree, and the next writer removes what is left in store.repack
+killed_repack() {
+	TEND_FAILPOINTS="repack~$1=kill" "$TEND" sync --full -q 2>/dev/null
+	[ -d .tend/store.repack ] || fail "the kill $2 left nothing in store.repack (did it repack?)"
+	[ "$(listing)" = "$BEFORE" ] || fail "store after a kill $2: $(listing)"
+	run check; expect_in "$OUT" "no drift" "check after a kill $2"
+	run sync; expect_in "$OUT" "site: 0 created, 0 updated, 0 deleted" "sync after a kill $2"
+	expect_gone .tend/store.repack
+}
+# after the copy, before the swap: the old store stays, the copy goes
+killed_repack copied "before the swap"
+# right after the swap: the new store is in place, the old one goes
+killed_repack swapped "after the swap"
 
 # a sync that opened the store while another one repacked it (it waits
 # for the write lock meanwhile) writes into the new store
