@@ -9,6 +9,9 @@
  *	store_tool valid STORE      exit 0 if the counters are trusted
  *	store_tool recount STATE    recount them as the engine does in the
  *	                            first write to an old store (it times it)
+ *	store_tool layouts STORE    how many item, comp and memo rows are of
+ *	                            each layout (their first byte): "item
+ *	                            1:N 2:M" a line
  */
 #include <stdio.h>
 #include <string.h>
@@ -66,6 +69,41 @@ recount(const char *state)
 	return rc ? 1 : 0;
 }
 
+static int
+layouts(struct tend_store *st)
+{
+	static const struct {
+		enum tend_table t;
+		const char *name;
+	} tabs[] = {{TEND_T_ITEM, "item"}, {TEND_T_COMP, "comp"},
+	    {TEND_T_MEMO, "memo"}};
+	struct tend_txn *txn = NULL;
+	int rc = tend_store_read_begin(st, &txn);
+
+	for (size_t i = 0; rc == 0 && i < sizeof tabs / sizeof *tabs; i++) {
+		unsigned long n[256] = {0};
+		struct tend_iter it;
+		struct tend_bytes k, v;
+		int more;
+
+		if ((rc = tend_store_iter_init(&it, txn, tabs[i].t, NULL, 0)))
+			break;
+		while ((more = tend_store_iter_next(&it, &k, &v)) == 1)
+			n[v.len ? v.data[0] : 0]++;
+		tend_store_iter_finish(&it);
+		if (more < 0)
+			rc = more;
+		printf("%s", tabs[i].name);
+		for (int b = 0; b < 256; b++)
+			if (n[b])
+				printf(" %d:%lu", b, n[b]);
+		printf("\n");
+	}
+	if (txn)
+		tend_store_read_end(txn);
+	return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -73,7 +111,7 @@ main(int argc, char **argv)
 	int rc;
 
 	if (argc < 3 || (strcmp(argv[1], "skew") == 0 && argc < 4)) {
-		fprintf(stderr, "usage: store_tool unmark|skew|valid|format STORE "
+		fprintf(stderr, "usage: store_tool unmark|skew|valid|format|layouts STORE "
 				"[APP], store_tool recount STATE\n");
 		return 2;
 	}
@@ -87,6 +125,8 @@ main(int argc, char **argv)
 		rc = tend_store_write(st, unmark, NULL);
 	else if (strcmp(argv[1], "skew") == 0)
 		rc = tend_store_write(st, skew, argv[3]);
+	else if (strcmp(argv[1], "layouts") == 0)
+		rc = layouts(st);
 	else if (strcmp(argv[1], "format") == 0) {
 		printf("%u\n", tend_store_format(st));
 		rc = 0;

@@ -40,21 +40,15 @@ starts(const char *s, const char *prefix)
 static bool
 comp_in_app(const struct tend_bytes *hdr, const char *app, struct tend_arena *a)
 {
-	size_t pos = 1 + 8 + 16 + 1 + 1 + 16;
-	uint32_t plen, len;
+	struct hdr_row h;
 	struct tend_key k;
 	size_t used;
 
-	if (hdr->len < pos + 4)
+	if (tend_hdr_parse(&h, hdr->data, hdr->len) != 0) {
+		tend_error_clear();
 		return false;
-	memcpy(&plen, hdr->data + pos, 4);
-	pos += 4 + plen;
-	if (pos + 4 > hdr->len)
-		return false;
-	memcpy(&len, hdr->data + pos, 4);
-	pos += 4;
-	if (pos + len > hdr->len ||
-	    tend_key_decode(&k, hdr->data + pos, len, &used, a))
+	}
+	if (tend_key_decode(&k, h.path, h.pathlen, &used, a))
 		return false;
 	return !app || (k.kind == TEND_KEY_STR && k.u.s.len == strlen(app) &&
 			   memcmp(k.u.s.ptr, app, k.u.s.len) == 0);

@@ -36,156 +36,10 @@
 
 #include "tend/status.h"
 
-#define ITEM_FMT 1
-#define HDR_FMT 1
 #define SEQ_PROVIDER "tend/provider_id"
-
-/* ---- little codec helpers ---- */
-
-static void
-put_u64(struct tend_buf *b, uint64_t v)
-{
-	unsigned char x[8];
-
-	for (int i = 0; i < 8; i++)
-		x[i] = (unsigned char)(v >> (8 * i));
-	tend_buf_put(b, x, 8);
-}
-
-static void
-put_u32(struct tend_buf *b, uint32_t v)
-{
-	unsigned char x[4];
-
-	for (int i = 0; i < 4; i++)
-		x[i] = (unsigned char)(v >> (8 * i));
-	tend_buf_put(b, x, 4);
-}
-
-struct rd {
-	const uint8_t *p;
-	size_t len, pos;
-	bool bad;
-};
-
-static uint64_t
-get_u64(struct rd *r)
-{
-	uint64_t v = 0;
-
-	if (r->len - r->pos < 8 || r->pos > r->len) {
-		r->bad = true;
-		return 0;
-	}
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t)r->p[r->pos + (size_t)i] << (8 * i);
-	r->pos += 8;
-	return v;
-}
-
-static uint32_t
-get_u32(struct rd *r)
-{
-	uint32_t v = 0;
-
-	if (r->len - r->pos < 4 || r->pos > r->len) {
-		r->bad = true;
-		return 0;
-	}
-	for (int i = 0; i < 4; i++)
-		v |= (uint32_t)r->p[r->pos + (size_t)i] << (8 * i);
-	r->pos += 4;
-	return v;
-}
-
-static const uint8_t *
-get_bytes(struct rd *r, size_t n)
-{
-	if (r->pos > r->len || r->len - r->pos < n) {
-		r->bad = true;
-		return NULL;
-	}
-	const uint8_t *p = r->p + r->pos;
-	r->pos += n;
-	return p;
-}
-
-void
-tend_item_encode(struct tend_buf *b, const struct item *it)
-{
-	tend_buf_putc(b, ITEM_FMT);
-	tend_buf_putc(b, it->container ? 1 : 0);
-	tend_buf_put(b, it->parent.b, 16);
-	put_u64(b, it->schema);
-	if (it->container) {
-		put_u64(b, it->gen_id);
-		put_u64(b, it->gen_schema);
-	}
-	put_u32(b, (uint32_t)it->keylen);
-	tend_buf_put(b, it->key, it->keylen);
-	put_u32(b, (uint32_t)it->nstates);
-	for (size_t i = 0; i < it->nstates; i++) {
-		const struct state *s = &it->states[i];
-
-		put_u64(b, s->version);
-		tend_buf_putc(b, s->deleted ? 1 : 0);
-		put_u32(b, (uint32_t)s->len);
-		tend_buf_put(b, s->rec, s->len);
-	}
-}
-
-/* Decode an item, copying everything into `arena` (LMDB memory is only
- * valid until the next write in the transaction). */
-int
-tend_item_decode(struct item *out, const void *data, size_t len,
-    struct tend_arena *arena)
-{
-	struct rd r = {data, len, 0, false};
-	const uint8_t *p;
-
-	memset(out, 0, sizeof *out);
-	p = get_bytes(&r, 2);
-	if (!p || p[0] != ITEM_FMT || p[1] > 1)
-		return tend_error_set(TEND_EINVALID, "store: bad item record");
-	out->container = p[1] == 1;
-	if ((p = get_bytes(&r, 16)))
-		memcpy(out->parent.b, p, 16);
-	out->schema = get_u64(&r);
-	if (out->container) {
-		out->gen_id = get_u64(&r);
-		out->gen_schema = get_u64(&r);
-	}
-	out->keylen = get_u32(&r);
-	p = get_bytes(&r, out->keylen);
-	if (r.bad)
-		return tend_error_set(TEND_EINVALID, "store: bad item record");
-	out->key = tend_arena_memdup(arena, p, out->keylen);
-	out->nstates = get_u32(&r);
-	if (r.bad || out->nstates > len)
-		return tend_error_set(TEND_EINVALID, "store: bad item record");
-	out->states = tend_arena_alloc(arena,
-	    (out->nstates + 1) * sizeof *out->states);
-	for (size_t i = 0; i < out->nstates; i++) {
-		struct state *s = &out->states[i];
-
-		s->version = get_u64(&r);
-		p = get_bytes(&r, 1);
-		s->deleted = p && p[0] == 1;
-		s->len = get_u32(&r);
-		p = get_bytes(&r, s->len);
-		if (r.bad)
-			return tend_error_set(TEND_EINVALID,
-			    "store: bad item record");
-		s->rec = tend_arena_memdup(arena, p, s->len);
-	}
-	if (r.pos != len)
-		return tend_error_set(TEND_EINVALID, "store: bad item record");
-	return 0;
-}
 
 struct header {
 	uint64_t version;
-	uint8_t token[16];
 	bool has_token;
 	uint8_t flags;
 };
@@ -198,26 +52,17 @@ static int
 header_get(struct tend_txn *txn, const struct tend_fp *cid, struct header *h)
 {
 	struct tend_bytes v;
+	struct hdr_row row;
 	int rc = tend_store_get(txn, TEND_T_COMP, cid->b, 16, &v);
 
 	memset(h, 0, sizeof *h);
 	if (rc)
 		return rc;
-	struct rd r = {v.data, v.len, 0, false};
-	const uint8_t *p = get_bytes(&r, 1);
-
-	if (!p || p[0] != HDR_FMT)
-		return tend_error_set(TEND_EINVALID, "store: bad component");
-	h->version = get_u64(&r);
-	p = get_bytes(&r, 16);
-	if (r.bad)
-		return tend_error_set(TEND_EINVALID, "store: bad component");
-	memcpy(h->token, p, 16);
-	for (int i = 0; i < 16; i++)
-		if (h->token[i])
-			h->has_token = true;
-	p = get_bytes(&r, 1);
-	h->flags = p ? p[0] : 0;
+	if ((rc = tend_hdr_parse(&row, v.data, v.len)))
+		return rc;
+	h->version = row.version;
+	h->has_token = row.token != NULL;
+	h->flags = row.flags;
 	return 0;
 }
 
@@ -255,7 +100,6 @@ header_put(struct tend_txn *txn, struct tend_comp *c, uint64_t version,
     bool token)
 {
 	struct tend_buf b = TEND_BUF_INIT;
-	static const uint8_t zero[16];
 	struct tend_bytes v;
 	const char *app;
 	size_t alen;
@@ -275,16 +119,13 @@ header_put(struct tend_txn *txn, struct tend_comp *c, uint64_t version,
 		}
 	}
 
-	tend_buf_putc(&b, HDR_FMT);
-	put_u64(&b, version);
-	tend_buf_put(&b, token ? c->eng->token : zero, 16);
-	tend_buf_putc(&b, c->hdr_flags);
-	tend_buf_putc(&b, c->has_parent ? 1 : 0);
-	tend_buf_put(&b, c->parent_cid.b, 16);
-	put_u32(&b, (uint32_t)strlen(c->processor ? c->processor : ""));
-	tend_buf_puts(&b, c->processor ? c->processor : "");
-	put_u32(&b, (uint32_t)c->path.len);
-	tend_buf_put(&b, c->path.ptr, c->path.len);
+	const char *proc = c->processor ? c->processor : "";
+	struct hdr_row h = {.version = version,
+	    .token = token ? c->eng->token : NULL, .flags = c->hdr_flags,
+	    .has_parent = c->has_parent, .parent = c->parent_cid.b,
+	    .proc = (const uint8_t *)proc, .proclen = strlen(proc),
+	    .path = (const uint8_t *)c->path.ptr, .pathlen = c->path.len};
+	tend_hdr_encode(&b, &h, c->eng->compact_rows);
 	rc = tend_store_put(txn, TEND_T_COMP, c->cid.b, 16, b.ptr, b.len);
 	tend_buf_release(&b);
 	return rc;
@@ -338,7 +179,7 @@ item_put(struct tend_txn *txn, struct tend_comp *c, const uint8_t k[40],
 			return rc;
 		tend_count_item(&d, item, 1);
 	}
-	tend_item_encode(&b, item);
+	tend_item_encode(&b, item, c->eng->compact_rows);
 	rc = tend_store_put(txn, TEND_T_ITEM, k, 40, b.ptr, b.len);
 	tend_buf_release(&b);
 	if (rc == 0 && counted)
@@ -1235,15 +1076,8 @@ put_memo(struct tend_txn *txn, struct tend_comp *c)
 	struct tend_buf b = TEND_BUF_INIT;
 	int rc;
 
-	tend_buf_putc(&b, 1);
-	tend_buf_put(&b, c->mopts.input_fp.b, 16);
-	tend_buf_put(&b, c->mopts.logic_fp.b, 16);
-	put_u32(&b, (uint32_t)c->ndeps);
-	for (size_t i = 0; i < c->ndeps; i++) {
-		tend_buf_put(&b, c->deps[i].id.b, 16);
-		put_u64(&b, c->deps[i].gen_id);
-		put_u64(&b, c->deps[i].gen_schema);
-	}
+	tend_memo_encode(&b, &c->mopts.input_fp, &c->mopts.logic_fp, c->deps,
+	    c->ndeps, c->eng->compact_rows);
 	rc = tend_store_put(txn, TEND_T_MEMO, c->cid.b, 16, b.ptr, b.len);
 	tend_buf_release(&b);
 	return rc;

@@ -23,39 +23,16 @@
 
 #include "tend/status.h"
 
-static uint32_t
-le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	    (uint32_t)p[3] << 24;
-}
-
-/* The ITEM row layout (commit.c's tend_item_encode): format, container,
- * parent, schema, [gen_id, gen_schema], key, nstates, states. Only what
- * is counted is read, and nothing is copied. */
+/* What an encoded item counts for (rows.c reads it, nothing copied) */
 int
 tend_count_row(struct tend_counts *c, const void *data, size_t len, int sign)
 {
-	const uint8_t *p = data;
-	size_t pos = 1 + 1 + 16 + 8;
-	uint32_t keylen, nstates;
+	bool container, deleted;
+	size_t nstates;
+	int rc = tend_item_peek(data, len, &container, &nstates, &deleted);
 
-	if (len < pos || p[0] != 1 || p[1] > 1)
-		return tend_error_set(TEND_EINVALID, "store: bad item record");
-	bool container = p[1] == 1;
-	if (container)
-		pos += 16;
-	if (len < pos + 4)
-		return tend_error_set(TEND_EINVALID, "store: bad item record");
-	keylen = le32(p + pos);
-	pos += 4;
-	if (len - pos < (size_t)keylen + 4)
-		return tend_error_set(TEND_EINVALID, "store: bad item record");
-	pos += keylen;
-	nstates = le32(p + pos);
-	pos += 4;
-	/* the first state's deleted flag follows its u64 version */
-	bool deleted = nstates >= 1 && len > pos + 8 && p[pos + 8] == 1;
+	if (rc)
+		return rc;
 	c->n[TEND_COUNT_STATES] += sign;
 	c->n[TEND_COUNT_PENDING] += sign * (nstates != 1 || deleted);
 	c->n[TEND_COUNT_CONTAINERS] += sign * container;
@@ -85,29 +62,18 @@ tend_count_path_app(const uint8_t *path, size_t len, struct tend_arena *arena,
 	return true;
 }
 
-/* The COMP row (commit.c's header_put): format, version, token, flags,
- * has_parent, parent, processor, path. */
 bool
 tend_count_header_app(const struct tend_bytes *hdr, struct tend_arena *arena,
     const char **app, size_t *applen, bool *root)
 {
-	size_t pos = 1 + 8 + 16 + 1;
-	uint32_t plen, len;
+	struct hdr_row h;
 
-	if (hdr->len < pos + 1 + 16 + 4)
+	if (tend_hdr_parse(&h, hdr->data, hdr->len) != 0) {
+		tend_error_clear();
 		return false;
-	*root = hdr->data[pos] == 0;
-	pos += 1 + 16;
-	plen = le32(hdr->data + pos);
-	pos += 4;
-	if (hdr->len - pos < (size_t)plen + 4)
-		return false;
-	pos += plen;
-	len = le32(hdr->data + pos);
-	pos += 4;
-	if (hdr->len - pos < len)
-		return false;
-	return tend_count_path_app(hdr->data + pos, len, arena, app, applen);
+	}
+	*root = !h.has_parent;
+	return tend_count_path_app(h.path, h.pathlen, arena, app, applen);
 }
 
 struct tally {

@@ -342,6 +342,7 @@ tend_engine_open(struct tend_engine **out, const char *state_dir,
 	 * in its first write */
 	tend_store_set_recount(eng->st, tend_count_recount, eng);
 	eng->local_ids = tend_store_format(eng->st) >= 2;
+	eng->compact_rows = tend_store_format(eng->st) >= 3;
 	tend_registry_init(&eng->reg);
 	eng->ctx.eng = eng;
 	eng->batch = opts && opts->batch ? opts->batch : DEFAULT_BATCH;
@@ -765,10 +766,12 @@ tend_engine_memo_matches(struct tend_engine *eng, const char *app,
 
 	if (tend_store_read_begin(eng->st, &txn) != 0)
 		return false;
+	struct memo_row m;
+
 	if (tend_store_get(txn, TEND_T_MEMO, cid.b, 16, &v) == 0 &&
-	    v.len >= 33 && v.data[0] == 1 &&
-	    memcmp(v.data + 1, input->b, 16) == 0 &&
-	    memcmp(v.data + 17, logic->b, 16) == 0)
+	    tend_memo_parse(&m, v.data, v.len) == 0 &&
+	    memcmp(m.input, input->b, 16) == 0 &&
+	    memcmp(m.logic, logic->b, 16) == 0)
 		ok = true;
 	tend_store_read_end(txn);
 	return ok;
@@ -788,29 +791,6 @@ add_dep(struct tend_comp *c, struct tend_provider *p)
 		c->deps = tend_xrealloc(c->deps, c->cdeps * sizeof *c->deps);
 	}
 	c->deps[c->ndeps++] = (struct dep){p->id, p->gen_id, p->gen_schema};
-}
-
-/* The i-th provider dependency of a memo row (version 1: input fp, logic
- * fp, count, then (id, gen_id, gen_schema) each) */
-static uint32_t
-memo_ndeps(const uint8_t *memo)
-{
-	return (uint32_t)memo[33] | (uint32_t)memo[34] << 8 |
-	    (uint32_t)memo[35] << 16 | (uint32_t)memo[36] << 24;
-}
-
-static struct dep
-memo_dep(const uint8_t *memo, uint32_t i)
-{
-	const uint8_t *d = memo + 37 + (size_t)i * 32;
-	struct dep dep = {0};
-
-	memcpy(dep.id.b, d, 16);
-	for (int k = 0; k < 8; k++) {
-		dep.gen_id |= (uint64_t)d[16 + k] << (8 * k);
-		dep.gen_schema |= (uint64_t)d[24 + k] << (8 * k);
-	}
-	return dep;
 }
 
 /* R25: the provider generations a component's subtree declared into are
@@ -845,14 +825,15 @@ deps_up(struct tend_comp *parent, const struct dep *deps, size_t n)
 static void
 memo_deps_up(struct tend_comp *parent, const struct tend_bytes *v)
 {
-	const uint8_t *p = v->data;
-	uint32_t n = memo_ndeps(p);
+	struct memo_row m;
+	struct dep dep;
+	size_t at = 0;
 
-	for (uint32_t i = 0; i < n; i++) {
-		struct dep dep = memo_dep(p, i);
-
+	if (tend_memo_parse(&m, v->data, v->len) != 0)
+		return;
+	for (size_t i = 0; i < m.ndeps && tend_memo_dep_next(&m, &at, &dep);
+	     i++)
 		deps_up(parent, &dep, 1);
-	}
 }
 
 int
@@ -959,16 +940,16 @@ static bool
 memo_valid(struct tend_engine *eng, const struct tend_bytes *v,
     const struct tend_mount_opts *o)
 {
-	const uint8_t *p = v->data;
+	struct memo_row m;
+	struct dep d;
+	size_t at = 0;
 
-	if (v->len < 37 || p[0] != 1 || memcmp(p + 1, o->input_fp.b, 16) ||
-	    memcmp(p + 17, o->logic_fp.b, 16))
+	if (tend_memo_parse(&m, v->data, v->len) != 0 ||
+	    memcmp(m.input, o->input_fp.b, 16) ||
+	    memcmp(m.logic, o->logic_fp.b, 16))
 		return false;
-	uint32_t n = memo_ndeps(p);
-	if (v->len != 37 + (size_t)n * 32)
-		return false;
-	for (uint32_t i = 0; i < n; i++) {
-		struct dep d = memo_dep(p, i);
+	for (size_t i = 0; i < m.ndeps && tend_memo_dep_next(&m, &at, &d);
+	     i++) {
 		struct tend_provider *prov = tend_registry_get(&eng->reg, &d.id);
 		/* R25: an absent provider is not a mismatch */
 		if (prov && prov->handler &&

@@ -368,6 +368,7 @@ struct tend_engine {
 	struct tend_component_hooks comp_hooks;
 	void *comp_arg;
 	bool local_ids; /* the store's format >= 2: engine.c's ids */
+	bool compact_rows; /* format >= 3: rows.c's compact layout */
 };
 
 /* engine.c: the id of a component from its encoded path (inspect.h) */
@@ -403,10 +404,55 @@ void tend_conflict_message(struct tend_comp *c, const char *other,
     const char *provider, const struct tend_key *key, bool owner);
 bool tend_cidset_has(const struct cidset *s, const struct tend_fp *fp);
 
-/* item and header codecs (commit.c) */
+/* ---- row values (rows.c): ITEM, COMP and MEMO, in two layouts ---- */
+
+#define ROW_FIXED 1   /* numbers in fixed widths (stores of format < 3) */
+#define ROW_COMPACT 2 /* numbers in varints, absent fields left out */
+
+void tend_varint_put(struct tend_buf *b, uint64_t v);
+bool tend_varint_get(const uint8_t *p, size_t n, size_t *pos, uint64_t *out);
+
 int tend_item_decode(struct item *out, const void *data, size_t len,
     struct tend_arena *arena);
-void tend_item_encode(struct tend_buf *out, const struct item *it);
+void tend_item_encode(struct tend_buf *out, const struct item *it,
+    bool compact);
+/* What the counters need of an encoded item, nothing copied (EINVALID if
+ * it is not one). */
+int tend_item_peek(const void *data, size_t len, bool *container,
+    size_t *nstates, bool *first_deleted);
+
+/* A component's header; the pointers point into the row. */
+struct hdr_row {
+	uint64_t version;
+	const uint8_t *token; /* 16 bytes, NULL if none */
+	uint8_t flags;        /* HDR_HAS_CHILDREN (commit.c): six bits */
+	bool has_parent;
+	const uint8_t *parent; /* 16 bytes if has_parent */
+	const uint8_t *proc, *path;
+	size_t proclen, pathlen;
+};
+void tend_hdr_encode(struct tend_buf *b, const struct hdr_row *h,
+    bool compact);
+/* 0, or EINVALID (the error set) if the row is not a header */
+int tend_hdr_parse(struct hdr_row *h, const void *data, size_t len);
+
+/* A component's memo; the pointers point into the row. */
+struct memo_row {
+	const uint8_t *input, *logic; /* 16 bytes each */
+	size_t ndeps;
+	const uint8_t *deps; /* tend_memo_dep_next walks them */
+	size_t depslen;
+	bool compact;
+};
+void tend_memo_encode(struct tend_buf *b, const struct tend_fp *input,
+    const struct tend_fp *logic, const struct dep *deps, size_t n,
+    bool compact);
+/* 0, or -1 if the row is not a whole memo */
+int tend_memo_parse(struct memo_row *m, const void *data, size_t len);
+/* The dependency at offset *at of m's (0 for the first), *at moved past
+ * it; false at a truncated one. */
+bool tend_memo_dep_next(const struct memo_row *m, size_t *at,
+    struct dep *out);
 
 /* ---- per-app counters (counts.c; store.h says how they are kept) ---- */
 

@@ -87,30 +87,28 @@ tend_inspect_comp_path(struct tend_txn *txn, const struct tend_fp *cid,
 	struct tend_bytes v;
 	struct tend_arena a = TEND_ARENA_INIT;
 
-	if (tend_store_get(txn, TEND_T_COMP, cid->b, 16, &v) != 0 ||
-	    v.len < 1 + 8 + 16 + 1 + 1 + 16 + 4) {
+	struct hdr_row h;
+
+	if (tend_store_get(txn, TEND_T_COMP, cid->b, 16, &v) != 0) {
 		tend_buf_puts(out, "?#");
 		tend_buf_puthex(out, cid->b, 4);
 		return TEND_ENOTFOUND;
 	}
-	size_t pos = 1 + 8 + 16 + 1 + 1 + 16; /* fmt version token flags has_parent parent */
-	uint32_t plen = (uint32_t)v.data[pos] | (uint32_t)v.data[pos + 1] << 8 |
-	    (uint32_t)v.data[pos + 2] << 16 | (uint32_t)v.data[pos + 3] << 24;
-	pos += 4 + plen;
-	if (pos + 4 > v.len) {
+	if (tend_hdr_parse(&h, v.data, v.len) != 0) {
+		tend_error_clear();
 		tend_buf_puts(out, "?");
 		return TEND_EINVALID;
 	}
-	uint32_t len = (uint32_t)v.data[pos] | (uint32_t)v.data[pos + 1] << 8 |
-	    (uint32_t)v.data[pos + 2] << 16 | (uint32_t)v.data[pos + 3] << 24;
-	pos += 4;
-	if (pos + len > v.len) {
-		tend_buf_puts(out, "?");
-		return TEND_EINVALID;
-	}
-	format_path(out, v.data + pos, len, &a);
+	format_path(out, h.path, h.pathlen, &a);
 	tend_arena_finish(&a);
 	return 0;
+}
+
+bool
+tend_inspect_header_app(const struct tend_bytes *hdr, struct tend_arena *arena,
+    const char **app, size_t *applen, bool *root)
+{
+	return tend_count_header_app(hdr, arena, app, applen, root);
 }
 
 static void

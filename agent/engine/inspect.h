@@ -24,6 +24,10 @@ int tend_inspect_ts_path(struct tend_txn *txn, const struct tend_fp *tsid,
     struct tend_buf *out);
 int tend_inspect_comp_path(struct tend_txn *txn, const struct tend_fp *cid,
     struct tend_buf *out);
+/* The app a COMP row belongs to (its path's first key, in `arena`) and
+ * whether it is the app's root; false if the row cannot be read. */
+bool tend_inspect_header_app(const struct tend_bytes *hdr,
+    struct tend_arena *arena, const char **app, size_t *applen, bool *root);
 struct tend_store *tend_engine_store(struct tend_engine *eng);
 /* The id of the component at encoded path `path` (an app's root: its
  * name's key), as this store spells ids. */

@@ -33,11 +33,15 @@ enum tend_table {
  * Formats: 1, ids are 16 bytes of XXH3 (uniform: a batch's rows land on
  * random pages of every table); 2, ids lead with 4 bytes of the hash of
  * what comes before the last '/' (a directory's rows share pages, so a
- * batch rewrites the few pages its directories sit on: engine.c's ids).
- * A store keeps the format it was made with; a new one gets the newest
- * (TEND_STORE_FORMAT in the environment picks an older one, for tests).
+ * batch rewrites the few pages its directories sit on: engine.c's ids);
+ * 3, the ids of 2 and the item, component and memo rows in rows.c's
+ * compact layout (varints; about 100 bytes a copied file fewer). A
+ * store keeps the format it was made with (every reader takes both row
+ * layouts; a store of format 2 keeps writing the first, which an older
+ * tend reads); a new one gets the newest (TEND_STORE_FORMAT in the
+ * environment picks an older one, for tests).
  */
-#define TEND_STORE_FORMAT 2
+#define TEND_STORE_FORMAT 3
 
 struct tend_store;
 struct tend_txn;

@@ -697,28 +697,15 @@ tend_ws_tracked_apps(struct tend_ws *ws, char ***out, size_t *n)
 	/* a store an older tend wrote last: every component's row */
 	tend_store_iter_init(&it, txn, TEND_T_COMP, NULL, 0);
 	while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
-		/* header: fmt, version, token, flags, has_parent, parent,
-		 * processor, path */
-		size_t pos = 1 + 8 + 16 + 1;
-		if (v.len < pos + 1 + 16 + 4 || v.data[pos] != 0)
-			continue; /* has a parent: not an app root */
-		pos += 1 + 16;
-		uint32_t plen;
-		memcpy(&plen, v.data + pos, 4);
-		pos += 4 + plen;
-		if (pos + 4 > v.len)
-			continue;
-		uint32_t len;
-		memcpy(&len, v.data + pos, 4);
-		pos += 4;
-		struct tend_key key;
-		size_t used;
-		if (pos + len > v.len ||
-		    tend_key_decode(&key, v.data + pos, len, &used, &a) ||
-		    used != len || key.kind != TEND_KEY_STR)
+		const char *app;
+		size_t alen;
+		bool root;
+
+		if (!tend_inspect_header_app(&v, &a, &app, &alen, &root) ||
+		    !root)
 			continue;
 		*out = tend_xrealloc(*out, (*n + 1) * sizeof **out);
-		(*out)[(*n)++] = strndup(key.u.s.ptr, key.u.s.len);
+		(*out)[(*n)++] = strndup(app, alen);
 	}
 	tend_store_iter_finish(&it);
 	tend_store_read_end(txn);

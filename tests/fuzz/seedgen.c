@@ -54,12 +54,32 @@ main(int argc, char **argv)
 	    .gen_schema = 1, .key = (const uint8_t *)k.ptr, .keylen = k.len,
 	    .states = st, .nstates = 2};
 	memset(it.parent.b, 0xab, sizeof it.parent.b);
-	for (size_t n = 0; n <= 2; n++) {
-		it.nstates = n;
-		it.container = n == 1;
+	for (int compact = 0; compact <= 1; compact++) {
+		for (size_t n = 0; n <= 2; n++) {
+			it.nstates = n;
+			it.container = n == 1;
+			tend_buf_reset(&b);
+			tend_item_encode(&b, &it, compact);
+			snprintf(name, sizeof name, "item-%s%zu",
+			    compact ? "c" : "", n);
+			save(argv[2], name, &b);
+		}
+		struct hdr_row h = {.version = 300, .token = uuid,
+		    .flags = 1, .has_parent = true, .parent = uuid,
+		    .proc = (const uint8_t *)"copy", .proclen = 4,
+		    .path = (const uint8_t *)k.ptr, .pathlen = k.len};
 		tend_buf_reset(&b);
-		tend_item_encode(&b, &it);
-		snprintf(name, sizeof name, "item-%zu", n);
+		tend_hdr_encode(&b, &h, compact);
+		snprintf(name, sizeof name, "hdr-%s", compact ? "c" : "f");
+		save(argv[2], name, &b);
+		struct tend_fp fp;
+		struct dep deps[2] = {{.gen_id = 1, .gen_schema = 1 << 20},
+		    {.gen_id = 5}};
+		memset(fp.b, 0x5a, 16);
+		deps[0].id = deps[1].id = fp;
+		tend_buf_reset(&b);
+		tend_memo_encode(&b, &fp, &fp, deps, 2, compact);
+		snprintf(name, sizeof name, "memo-%s", compact ? "c" : "f");
 		save(argv[2], name, &b);
 	}
 	tend_buf_release(&b);
