@@ -52,6 +52,9 @@ struct tend_app_config {
 	/* of keys whose values are checked after parsing (their errors
 	 * name their line) */
 	int executable_line, symlinks_line, name_line, push_line, push_ref_line;
+	/* the first key only a git: target takes (its line; NULL: none) */
+	const char *git_key;
+	int git_key_line;
 	char *source;
 	struct tend_strv include, exclude;
 	bool gitignore;

@@ -753,6 +753,15 @@ entry(struct ctx *x, const char *section, const char *sub, const char *key,
 				0 &&
 			    at)
 				*at = line;
+			if (base != x->cfg &&
+			    strncmp(opts[i].help, "git: ", 5) == 0 &&
+			    strncmp(opts[i].name, "push", 4) != 0 &&
+			    !((struct tend_app_config *)base)->git_key_line) {
+				struct tend_app_config *app = base;
+
+				app->git_key = opts[i].name;
+				app->git_key_line = line;
+			}
 			return;
 		}
 	}
@@ -1628,6 +1637,24 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 			    "symlinks = %s needs declare = copy and a dir: or "
 			    "git: target", a->symlinks);
 		push_checks(&x, a, k);
+		if (a->git_key_line && a->target &&
+		    a->target != TEND_TARGET_GIT) {
+			snprintf(kx, sizeof kx, "%s.%s", k, a->git_key);
+			diag(diags, origin, a->git_key_line, kx,
+			    "%s is a key of git: targets; this app's target "
+			    "is %s (tend.conf:%d)", a->git_key,
+			    a->target == TEND_TARGET_DIR    ? "a directory"
+			    : a->target == TEND_TARGET_FILE ? "a file"
+							    : "a plugin's",
+			    a->target_line ? a->target_line : a->line);
+		}
+		snprintf(kx, sizeof kx, "%s.ref", k);
+		if (a->target == TEND_TARGET_GIT && a->ref &&
+		    strncmp(a->ref, "refs/tags/", 10) == 0)
+			diag(diags, origin, a->ref_line ? a->ref_line : a->line,
+			    kx, "%s is a tag: tend commits to a branch "
+			    "(refs/heads/...) and keeps tags on its commits "
+			    "with tag = NAME", a->ref);
 		for (const char *q = a->name; *q; q++)
 			if (*q == '/' || (unsigned char)*q < 0x20) {
 				diag(diags, origin, a->line, k,

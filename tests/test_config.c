@@ -163,7 +163,7 @@ quoting_escapes_and_continuations(void **state)
 	/* (not an exec value: quotes inside one are refused, below) */
 	const char *text = "[app \"a\"]\n"
 			   "source = src\n"
-			   "target = dir:out\n"
+			   "target = git:repo\n"
 			   "message = printf \"%s\\n\" \\\n"
 			   "   more\n";
 	struct tend_config cfg;
@@ -304,6 +304,39 @@ git_apps_overlap_on_one_ref(void **state)
 		  "[app \"f\"]\n\tsource = src\n\ttarget = dir:repo/out\n");
 }
 
+/* a new user's trial: git keys on a dir: target were taken without a
+ * word, and ref = refs/tags/X committed onto the user's tag X */
+static void
+git_keys_need_a_git_target(void **state)
+{
+	(void)state;
+	const char *want[] = {
+	    "tend.conf:4: app.a.prefix: prefix is a key of git: targets; this "
+	    "app's target is a directory (tend.conf:3)",
+	    "tend.conf:8: app.b.tag: tag is a key of git: targets; this app's "
+	    "target is a file (tend.conf:7)",
+	    "tend.conf:14: app.c.ref: refs/tags/v1 is a tag: tend commits to "
+	    "a branch (refs/heads/...) and keeps tags on its commits with tag "
+	    "= NAME"};
+	want_errs("[app \"a\"]\n"
+		  "\tsource = src\n"
+		  "\ttarget = dir:out\n"
+		  "\tprefix = site\n"
+		  "\tmessage = hi\n"
+		  "[app \"b\"]\n"
+		  "\ttarget = file:f.txt\n"
+		  "\ttag = v1\n"
+		  "\tsource = src\n\tdeclare = exec cat\n"
+		  "[app \"c\"]\n"
+		  "\tsource = src\n"
+		  "\ttarget = git:repo\n"
+		  "\tref = refs/tags/v1\n",
+	    want, 3, 3);
+	parses_ok("[app \"a\"]\n\tsource = src\n\ttarget = git:repo\n"
+		  "\tprefix = site\n\ttag = v1\n\tmessage = hi\n"
+		  "\tref = refs/heads/tags/x\n");
+}
+
 static void
 feedback_loops_are_refused(void **state)
 {
@@ -385,7 +418,7 @@ git_ref_and_tag_names_are_checked(void **state)
 	    "refs/heads/a?", "refs/heads/a*", "refs/heads/a[",
 	    "refs/heads/a\\\\b", "refs/heads/a@{1}"};
 	static const char *const good[] = {"refs/heads/tend",
-	    "refs/heads/feature/x-1", "refs/tags/v1.0", "refs/pages",
+	    "refs/heads/feature/x-1", "refs/tend/v1.0", "refs/pages",
 	    "refs/heads/a@b"};
 	char text[256], want[256];
 
@@ -617,6 +650,7 @@ main(void)
 		cmocka_unit_test(durations_parse),
 		cmocka_unit_test(overlapping_targets_name_both_apps),
 		cmocka_unit_test(git_apps_overlap_on_one_ref),
+		cmocka_unit_test(git_keys_need_a_git_target),
 		cmocka_unit_test(feedback_loops_are_refused),
 		cmocka_unit_test(symlinked_targets_overlap),
 		cmocka_unit_test(git_ref_and_tag_names_are_checked),
