@@ -13,8 +13,8 @@
  *
  *     path TEXT PRIMARY KEY NOT NULL, content, size INTEGER, digest TEXT
  *
- * path is the entry's name, content its bytes (as TEXT or as a BLOB, or no
- * such column at all), size their length and digest tend's fingerprint of
+ * path is the entry's name, content its bytes (as TEXT or as a BLOB, or
+ * NULL, or no such column at all), size their length and digest tend's fingerprint of
  * them (XXH3-128, 32 hex digits). A symbolic link's row holds its text.
  *
  * Records are small and fixed: the container's is its spec (the encoded
@@ -90,9 +90,9 @@ static const struct tend_plugin_key sqlite_keys[NKEYS] = {
 	    "other rows are left) and writes every row into the new one"},
 	[KEY_CONTENT] = {"content", TEND_PKEY_STRING, "text",
 	    TEND_PKEY_CHANGE_LOSSY,
-	    "text, blob or none: how a row holds the entry's bytes (none: no "
-	    "content column); a change alters the table and rewrites every "
-	    "row"},
+	    "text, blob or none: how a row holds the entry's bytes (none: "
+	    "NULL, or no content column in a table tend makes); a change "
+	    "alters the table and rewrites every row"},
 	[KEY_RECREATE] = {"recreate", TEND_PKEY_BOOL, "false",
 	    TEND_PKEY_CHANGE_DESTRUCTIVE,
 	    "true: the table holds tend's rows only, and is dropped and "
@@ -580,11 +580,13 @@ read_columns(sqlite3 *db, const char *table, struct columns *c)
 	return 0;
 }
 
+/* content = none leaves a content column where there is one: other
+ * rows may hold theirs (tend's rows hold NULL there: row_compare) */
 static bool
 columns_ok(const struct columns *c, const struct spec *s)
 {
 	return c->exists && c->path_key && c->size && c->digest &&
-	    c->content == (s->content != CONTENT_NONE);
+	    (c->content || s->content == CONTENT_NONE);
 }
 
 static int
@@ -644,8 +646,6 @@ ensure_table(sqlite3 *db, const char *table, const struct spec *s, bool wipe)
 	}
 	if (s->content != CONTENT_NONE && !c.content)
 		rc = alter(db, "ALTER TABLE \"%w\" ADD COLUMN content", table);
-	else if (s->content == CONTENT_NONE && c.content)
-		rc = alter(db, "ALTER TABLE \"%w\" DROP COLUMN content", table);
 	if (rc == 0 && !c.size)
 		rc = alter(db, "ALTER TABLE \"%w\" ADD COLUMN size INTEGER",
 		    table);
@@ -1005,11 +1005,21 @@ row_compare(sqlite3 *db, const struct sq_handler *h, const char *name,
 	char *sql;
 	int rc = TEND_ECONFLICT, step;
 
-	sql = sqlite3_mprintf(with_content
-		? "SELECT size, digest, content FROM \"%w\" WHERE path = ?1"
-		: "SELECT size, digest FROM \"%w\" WHERE path = ?1",
+	/* content = none: a content column kept for other rows must be
+	 * NULL in tend's (columns_ok); a table without one has none */
+	sql = sqlite3_mprintf(
+	    "SELECT size, digest, content FROM \"%w\" WHERE path = ?1",
 	    h->table);
-	if (!sql || sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+	if (sql && !with_content &&
+	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		sqlite3_free(sql);
+		sql = sqlite3_mprintf(
+		    "SELECT size, digest FROM \"%w\" WHERE path = ?1",
+		    h->table);
+	}
+	if (!sql || (!st &&
+			sqlite3_prepare_v2(db, sql, -1, &st, NULL) !=
+			    SQLITE_OK)) {
 		rc = tend_error_set(TEND_ERROR, "sqlite: table %s: %s",
 		    h->table, sqlite3_errmsg(db));
 		goto out;
@@ -1056,6 +1066,11 @@ row_compare(sqlite3 *db, const struct sq_handler *h, const char *name,
 			    (long long)sqlite3_column_int64(st, 0), clen);
 			goto out;
 		}
+	}
+	if (!with_content && sqlite3_column_count(st) == 3 &&
+	    sqlite3_column_type(st, 2) != SQLITE_NULL) {
+		tend_buf_puts(why, "holds content (content = none)");
+		goto out;
 	}
 	if (!digest || strcmp(digest, hex.ptr) != 0) {
 		tend_buf_puts(why, "digest differs");
