@@ -67,6 +67,7 @@ struct tag_plan {
 	struct cli *c;
 	const struct tend_app_config *a;
 	unsigned n;
+	bool commit; /* the plan commits to the app's ref */
 };
 
 /* A tag a pass left behind: the next sync moves it to the ref's tip
@@ -124,10 +125,11 @@ plan_tag_way(const char *tag, const char *at, const char *tip,
 	t->c->plan_failed++;
 	fprintf(stderr, "tend: %s: git(\"%s\", \"%s\", \"%s\"):@tag/%s: in "
 			"the way: it points at %s, where tend did not put it: "
-			"the sync commits and leaves it (and fails); delete it "
-			"(git tag -d %s) for tend to set it again\n",
+			"the sync %sleaves it (and fails); delete it (git tag "
+			"-d %s) for tend to set it again\n",
 	    t->a->name, t->a->target_path, t->a->ref,
-	    t->a->prefix ? t->a->prefix : "", tag, at, tag);
+	    t->a->prefix ? t->a->prefix : "", tag, at,
+	    t->commit ? "commits and " : "", tag);
 }
 
 static void
@@ -175,7 +177,7 @@ plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
 		free(repo);
 	}
 	if (a->target == TEND_TARGET_GIT && a->tags.n) {
-		struct tag_plan t = {c, a, 0};
+		struct tag_plan t = {c, a, 0, false};
 		char *repo = path_join(ws->root, a->target_path);
 
 		if (tend_git_tags_behind(repo, ws->state_dir, a->ref,
@@ -183,12 +185,12 @@ plan_app(struct cli *c, struct tend_ws *ws, struct tend_app_config *a,
 			c->pending = true;
 			c->plan_tags += t.n;
 		}
-		/* a commit of this plan would leave a tag someone moved
-		 * and fail: said as plan says a failure */
-		if (c->plan_ops[0] + c->plan_ops[1] + c->plan_ops[2] >
-		    c->app_ops0)
-			(void)tend_git_tags_in_way(repo, ws->state_dir, a->ref,
-			    a->tags.v, a->tags.n, plan_tag_way, &t);
+		/* a tag someone moved stays, and the sync fails it (with a
+		 * commit or without): said as plan says a failure */
+		t.commit = c->plan_ops[0] + c->plan_ops[1] + c->plan_ops[2] >
+		    c->app_ops0;
+		(void)tend_git_tags_in_way(repo, ws->state_dir, a->ref,
+		    a->tags.v, a->tags.n, plan_tag_way, &t);
 		free(repo);
 	}
 	long long when;

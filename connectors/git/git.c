@@ -1578,6 +1578,27 @@ tag_may_move(git_repository *repo, const char *ref, const char *name,
 	return ok;
 }
 
+/*
+ * Is tend's tag `name` in the way: tend set it before (the tags file has
+ * its line), it exists, and tend may not move it to `tip` (NULL: the ref
+ * has none) because someone moved it or made it anew? *cur where it
+ * points (zeros: a ref with no target).
+ */
+static bool
+tag_in_way(git_repository *repo, const char *name, const git_oid *tip,
+    git_oid *cur)
+{
+	char *f[5];
+	bool ok, exists;
+	char *line = tag_line(repo, name, f, &ok);
+	bool set_before = line != NULL;
+
+	free(line);
+	memset(cur, 0, sizeof *cur);
+	return set_before && !tag_movable(repo, name, tip, cur, &exists) &&
+	    exists;
+}
+
 static void
 tag_note(git_repository *repo, const char *tag, const git_oid *oid)
 {
@@ -1586,6 +1607,44 @@ tag_note(git_repository *repo, const char *tag, const git_oid *oid)
 	tend_buf_printf(&full, "refs/tags/%s", tag);
 	locks_note(repo, full.ptr, oid);
 	tend_buf_release(&full);
+}
+
+/*
+ * The tags a pass said are in the way (tags_catch_up, when it opens the
+ * container), so that its commits, in other batches, do not say it
+ * again on an entry: (pass, repository path NUL tag NUL)... One pass
+ * at a time per process, as the amends.
+ */
+static struct {
+	uint64_t pass;
+	struct tend_buf said;
+	pthread_mutex_t lock;
+} tags_said = {0, TEND_BUF_INIT, PTHREAD_MUTEX_INITIALIZER};
+
+static bool
+way_said(git_repository *repo, const char *tag, uint64_t pass, bool note)
+{
+	const char *path = git_repository_path(repo);
+	size_t pl = strlen(path) + 1, tl = strlen(tag) + 1;
+	bool found = false;
+
+	pthread_mutex_lock(&tags_said.lock);
+	if (tags_said.pass != pass) {
+		tend_buf_reset(&tags_said.said);
+		tags_said.pass = pass;
+	}
+	for (size_t off = 0; !found && off < tags_said.said.len;) {
+		const char *p = tags_said.said.ptr + off, *t = p + strlen(p) + 1;
+
+		found = strcmp(p, path) == 0 && strcmp(t, tag) == 0;
+		off += strlen(p) + 1 + strlen(t) + 1;
+	}
+	if (!found && note) {
+		tend_buf_put(&tags_said.said, path, pl);
+		tend_buf_put(&tags_said.said, tag, tl);
+	}
+	pthread_mutex_unlock(&tags_said.lock);
+	return found;
 }
 
 struct update {
@@ -1924,16 +1983,20 @@ commit_updates(git_repository *repo, const char *ref, struct update *ups,
 			else if (exists && tagerr) {
 				/* someone moved it (or made it): it stays,
 				 * and the pass says so (a new user's trial:
-				 * the sync said nothing, exit 0) */
+				 * the sync said nothing, exit 0), unless the
+				 * container's opening in this pass did
+				 * (tags_catch_up) */
 				char hex[GIT_OID_HEXSZ + 1];
 
 				tend_buf_put(&theirs, tag, strlen(tag) + 1);
 				git_oid_tostr(hex, sizeof hex, &cur);
-				tend_buf_printf(tagerr, "%sgit: tag %s points "
-				    "at %.12s, where tend did not put it: not "
-				    "moved; delete it (git tag -d %s) for tend "
-				    "to set it again", tagerr->len ? "; " : "",
-				    tag, hex, tag);
+				if (!way_said(repo, tag, pass, false))
+					tend_buf_printf(tagerr, "%sgit: tag %s "
+					    "points at %.12s, where tend did not "
+					    "put it: not moved; delete it (git "
+					    "tag -d %s) for tend to set it again",
+					    tagerr->len ? "; " : "", tag, hex,
+					    tag);
 			}
 		}
 		/* compare-and-swap: only if the ref is still our base */
@@ -2125,16 +2188,32 @@ tag_behind(git_repository *repo, const char *ref, const char *tag,
  * the ref's tip, and says so on the container's result `r`. */
 static void
 tags_catch_up(git_repository *repo, const struct git_action *a,
-    struct tend_apply_result *r)
+    struct tend_apply_result *r, uint64_t pass)
 {
 	char hex[GIT_OID_HEXSZ + 1], was[GIT_OID_HEXSZ + 1];
+	git_oid tip;
+	bool have_tip = git_reference_name_to_id(&tip, repo, a->ref) == 0;
 
+	git_error_clear();
 	for (size_t off = 0; off < a->spec.tagslen;) {
 		const char *tag = a->spec.tags + off;
 		git_oid cur, to;
 		bool missing;
 
 		off += strlen(tag) + 1;
+		/* one someone moved (or made anew) stays, and every pass
+		 * says so until it goes: its declaration is not met (a new
+		 * user's trial: plan, sync and status said all was well
+		 * once the commit that first met it was in) */
+		if (tag_in_way(repo, tag, have_tip ? &tip : NULL, &cur)) {
+			(void)way_said(repo, tag, pass, true);
+			git_oid_tostr(was, sizeof was, &cur);
+			tend_apply_warn(r, "git: tag %s points at %.12s, where "
+			    "tend did not put it: not moved; delete it (git tag "
+			    "-d %s) for tend to set it again", tag,
+			    git_oid_is_zero(&cur) ? "?" : was, tag);
+			continue;
+		}
 		/* (one never set: its own action sets it; one on the commit
 		 * tend moved it to stays, also below a commit of someone
 		 * else's: the next commit of tend's moves it) */
@@ -2386,20 +2465,10 @@ tend_git_tags_in_way(const char *repo, const char *state, const char *ref,
 		return -1;
 	bool have_tip = git_reference_name_to_id(&tip, r, ref) == 0;
 	for (size_t i = 0; i < n; i++) {
-		char *f[5];
-		bool ok, exists;
-		char *line = tag_line(r, tags[i], f, &ok);
-		bool set_before = line != NULL;
 		git_oid cur;
 
 		/* (one tend never set: its own action says so) */
-		free(line);
-		if (!set_before)
-			continue;
-		/* as the commit decides (tag_may_move) */
-		memset(&cur, 0, sizeof cur);
-		if (tag_movable(r, tags[i], have_tip ? &tip : NULL, &cur,
-			&exists) || !exists)
+		if (!tag_in_way(r, tags[i], have_tip ? &tip : NULL, &cur))
 			continue;
 		if (git_oid_is_zero(&cur))
 			strcpy(athex, "?"); /* (a ref with no target) */
@@ -2856,7 +2925,8 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			if (a->kind == A_OPEN && results[idx[i]].status == 0) {
 				results[idx[i]].child = &handler_new(H_ENTRIES,
 				    a->repo, a->ref, a->prefix, &a->spec)->base;
-				tags_catch_up(repo, a, &results[idx[i]]);
+				tags_catch_up(repo, a, &results[idx[i]],
+				    tend_context_pass(ctx));
 			}
 		}
 	}

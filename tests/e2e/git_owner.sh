@@ -284,12 +284,21 @@ run sync; expect_rc 1 "sync: the tag moved back by hand"
 expect_in "$ERR" "tag latest points at" "sync says the tag stays"
 expect_not_in "$ERR" "moved from" "sync did not move the tag forward"
 [ "$(git -C repo3 rev-parse latest)" = "$prev" ] || fail "tend moved a tag someone moved back"
+# and with nothing to commit, as long as it stays (a new user's trial:
+# once the commit was in, plan said No changes, sync exit 0, status clean)
+run plan; expect_rc 1 "plan, nothing to commit: the tag is still in the way"
+expect_in "$ERR" "@tag/latest: in the way: it points at" "plan names the tag still in the way"
+expect_in "$ERR" "the sync leaves it (and fails)" "plan: no commit, the sync fails the tag"
+run sync; expect_rc 1 "sync, nothing to commit: the tag is still in the way"
+expect_in "$ERR" "tag latest points at" "sync says the tag still stays"
+expect_not_in "$ERR" "g:" "the tag's failure is not put on an entry"
+run status; expect_in "$OUT" "1 error" "status: the last pass had the tag's error"
 run check; expect_in "$OUT" "in the way: tag latest points at" "check: in the way"
 git -C repo3 tag -d latest >/dev/null
 run check; expect_in "$OUT" "tag latest is missing: tend sync sets it again" "check: a deleted tag is caught up by a plain sync"
 expect_not_in "$OUT" "sync --full" "check does not send a deleted tag to --full"
 run sync; expect_rc 0 "the tag deleted: tend sets it again"
-[ "$(git -C repo3 rev-parse latest)" = "$(git -C repo3 rev-parse pages)" ] || fail "the tag was not set again on the tip"
+[ "$(git -C repo3 rev-parse latest)" = "$(git -C repo3 rev-parse pages)" ] || fail "the tag was not set again on the tip: $OUT $ERR $(git -C repo3 rev-parse latest pages)"
 # the ref reset by hand below tend's last commit (a new user's trial:
 # sync, plan and status then said all was applied, the ref held the old
 # content, only check saw it): plan and status say so, the sync verifies
