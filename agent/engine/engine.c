@@ -608,22 +608,43 @@ tend_engine_cid(const struct tend_engine *eng, const void *path, size_t len)
 	return id;
 }
 
+/* The id of the state at `key` of the provider whose id is `pid` */
 static struct tend_fp
-ts_id(const struct tend_provider *p, const struct tend_key *key)
+ts_id_under(const struct tend_engine *eng, const struct tend_fp *pid,
+    const struct tend_key *key)
 {
 	struct tend_fp kfp = tend_fp_key(key);
-	struct tend_fp id = tend_fp_combine(&p->id, &kfp);
+	struct tend_fp id = tend_fp_combine(pid, &kfp);
 
-	if (p->eng->local_ids) {
+	if (eng->local_ids) {
 		uint64_t seed;
 		size_t dir = 0;
 
 		if (key->kind == TEND_KEY_STR)
 			dir = before_last_slash(key->u.s.ptr, key->u.s.len, 0);
-		memcpy(&seed, p->id.b + 8, 8);
+		memcpy(&seed, pid->b + 8, 8);
 		id_locate(&id, key->u.s.ptr, dir, seed);
 	}
 	return id;
+}
+
+static struct tend_fp
+ts_id(const struct tend_provider *p, const struct tend_key *key)
+{
+	return ts_id_under(p->eng, &p->id, key);
+}
+
+bool
+tend_engine_state_owned(struct tend_engine *eng, struct tend_txn *txn,
+    const char *root, const struct tend_key *path, size_t n)
+{
+	struct tend_fp id = root_id(root);
+	struct tend_bytes v;
+
+	/* a child provider's id is its container state's (child_provider) */
+	for (size_t i = 0; i < n; i++)
+		id = ts_id_under(eng, &id, &path[i]);
+	return n && tend_store_get(txn, TEND_T_OWNER, id.b, 16, &v) == 0;
 }
 
 static void

@@ -29,6 +29,16 @@ int tend_inspect_comp_path(struct tend_txn *txn, const struct tend_fp *cid,
 bool tend_inspect_header_app(const struct tend_bytes *hdr,
     struct tend_arena *arena, const char **app, size_t *applen, bool *root);
 struct tend_store *tend_engine_store(struct tend_engine *eng);
+/*
+ * Does the store track the target state at path[0..n) below the root
+ * provider `root` (path[0] the container's key, path[1] an entry's):
+ * has it an owner? One point lookup, in `txn`; no provider need be
+ * registered. An exclusive target's walk asks it of what no source
+ * declares: an entry whose delete a killed pass left pending is tend's,
+ * not a stray.
+ */
+bool tend_engine_state_owned(struct tend_engine *eng, struct tend_txn *txn,
+    const char *root, const struct tend_key *path, size_t n);
 /* The id of the component at encoded path `path` (an app's root: its
  * name's key), as this store spells ids. */
 struct tend_fp tend_engine_cid(const struct tend_engine *eng,

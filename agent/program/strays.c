@@ -12,6 +12,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "fs.h"
 #include "inspect.h"
 
 /* ---- exclusive targets: what no entry declares ---- */
@@ -19,6 +20,12 @@
 struct strays {
 	char **names; /* declared entry names, sorted */
 	size_t n, cap;
+	/* the store, to ask whether an entry no source declares is still
+	 * tracked (its delete pending: a killed pass's) */
+	struct tend_engine *eng;
+	struct tend_txn *txn;
+	const char *root;
+	struct tend_key container;
 	const char *shown; /* the target's state path */
 	bool remove;
 	tend_stray_fn *fn;
@@ -59,6 +66,56 @@ strays_declared(const struct strays *s, const char *rel, bool dir)
 		if (s->names[lo][len] == '/')
 			return true;
 	return false;
+}
+
+/* Is `rel`, which no source declares, still tend's? A pass killed
+ * after it forgot a vanished source and before it deleted what that
+ * declared leaves such entries: the next sync deletes them, they are no
+ * strays (a new user's trial: plan and check listed them twice, once as
+ * "undeclared: tend sync --full removes it"). */
+static bool
+strays_tracked(const struct strays *s, const char *rel)
+{
+	struct tend_key path[2] = {s->container, tend_key_str(rel)};
+
+	return s->txn &&
+	    tend_engine_state_owned(s->eng, s->txn, s->root, path, 2);
+}
+
+/* Does the directory `leaf` of dirfd (at `rel`) hold an entry tend still
+ * tracks, at any depth? */
+static bool
+strays_dir_tracked(struct strays *s, int dirfd, const char *leaf,
+    struct tend_buf *rel, int depth)
+{
+	int fd = depth < 256 ? openat(dirfd, leaf, O_RDONLY | O_DIRECTORY |
+	    O_NOFOLLOW | O_CLOEXEC) : -1;
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+	bool found = false;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	while (!found && (e = readdir(d))) {
+		struct stat st;
+		size_t mark = rel->len;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		tend_buf_putc(rel, '/');
+		tend_buf_puts(rel, e->d_name);
+		found = S_ISDIR(st.st_mode)
+		    ? strays_dir_tracked(s, fd, e->d_name, rel, depth + 1)
+		    : strays_tracked(s, rel->ptr);
+		rel->len = mark;
+		rel->ptr[mark] = '\0';
+	}
+	closedir(d);
+	return found;
 }
 
 static void
@@ -120,13 +177,16 @@ strays_walk(struct strays *s, int dirfd, struct tend_buf *rel, int depth)
 		if (rel->len)
 			tend_buf_putc(rel, '/');
 		tend_buf_puts(rel, names[i]);
-		if (dir && strays_declared(s, rel->ptr, true)) {
+		if (dir && (strays_declared(s, rel->ptr, true) ||
+				   strays_dir_tracked(s, dirfd, names[i], rel,
+				       depth))) {
 			int fd = depth < 256 ? openat(dirfd, names[i],
 			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 					     : -1;
 			if (fd >= 0)
 				strays_walk(s, fd, rel, depth + 1);
-		} else if (!strays_declared(s, rel->ptr, false)) {
+		} else if (!strays_declared(s, rel->ptr, false) &&
+		    (dir || !strays_tracked(s, rel->ptr))) {
 			struct tend_buf shown = TEND_BUF_INIT;
 
 			tend_buf_printf(&shown, "%s/%s%s", s->shown, rel->ptr,
@@ -151,7 +211,14 @@ strays_walk(struct strays *s, int dirfd, struct tend_buf *rel, int depth)
 static bool
 git_stray_declared(const char *rel, bool dir, void *arg)
 {
-	return strays_declared(arg, rel, dir);
+	return strays_declared(arg, rel, dir) ||
+	    (!dir && strays_tracked(arg, rel));
+}
+
+static bool
+git_stray_tracked(const char *rel, void *arg)
+{
+	return strays_tracked(arg, rel);
 }
 
 static void
@@ -193,6 +260,7 @@ git_strays(struct tend_ws *ws, struct tend_app_config *app, struct strays *s)
 			   "does not declare",
 		.remove = s->remove,
 		.declared = git_stray_declared,
+		.tracked = git_stray_tracked,
 		.stray = git_stray,
 		.arg = s,
 	};
@@ -242,11 +310,18 @@ tend_app_strays(struct tend_ws *ws, struct tend_app_config *app, bool remove,
 			strays_add(&s, name, len);
 	}
 	tend_store_iter_finish(&it);
-	tend_store_read_end(txn);
 	tend_buf_release(&prefix);
 	tend_buf_release(&outs);
 	if (more < 0)
 		rc = more;
+	/* (the snapshot stays open for the walk: strays_tracked) */
+	struct tend_key git[3] = {tend_key_str(app->target_path),
+	    tend_key_str(app->ref), tend_key_str(app->prefix ? app->prefix : "")};
+	s.eng = ws->eng;
+	s.txn = txn;
+	s.root = app->target == TEND_TARGET_GIT ? TEND_GIT : TEND_FS_DIR;
+	s.container = app->target == TEND_TARGET_GIT
+	    ? tend_key_tuple(git, 3) : tend_key_str(app->target_path);
 	if (app->manifest && app->target == TEND_TARGET_DIR)
 		strays_add(&s, app->manifest_name, strlen(app->manifest_name));
 	for (size_t pos = 0; also;) {
@@ -278,6 +353,7 @@ tend_app_strays(struct tend_ws *ws, struct tend_app_config *app, bool remove,
 		}
 		tend_buf_release(&shown);
 	}
+	tend_store_read_end(txn);
 	tend_buf_release(&rel);
 	for (size_t i = 0; i < s.n; i++)
 		free(s.names[i]);

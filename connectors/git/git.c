@@ -3660,6 +3660,38 @@ struct sweep_walk {
 	int depth;
 };
 
+/* Does the tree `id` (at w->rel) hold an entry tend still tracks? */
+static bool
+tree_tracked(struct sweep_walk *w, git_repository *repo, const git_oid *id)
+{
+	const struct tend_git_sweep *s = w->s;
+	git_tree *t = NULL;
+	bool found = false;
+
+	if (!s->tracked || w->depth >= 256 ||
+	    git_tree_lookup(&t, repo, id) != 0) {
+		git_error_clear();
+		return false;
+	}
+	for (size_t i = 0; !found && i < git_tree_entrycount(t); i++) {
+		const git_tree_entry *e = git_tree_entry_byindex(t, i);
+		size_t mark = w->rel.len;
+
+		tend_buf_putc(&w->rel, '/');
+		tend_buf_puts(&w->rel, git_tree_entry_name(e));
+		if (git_tree_entry_type(e) == GIT_OBJECT_TREE) {
+			w->depth++;
+			found = tree_tracked(w, repo, git_tree_entry_id(e));
+			w->depth--;
+		} else
+			found = s->tracked(w->rel.ptr, s->arg);
+		w->rel.len = mark;
+		w->rel.ptr[mark] = '\0';
+	}
+	git_tree_free(t);
+	return found;
+}
+
 static void
 sweep_tree(struct sweep_walk *w, git_repository *repo, const git_tree *t)
 {
@@ -3673,8 +3705,9 @@ sweep_tree(struct sweep_walk *w, git_repository *repo, const git_tree *t)
 		if (w->rel.len)
 			tend_buf_putc(&w->rel, '/');
 		tend_buf_puts(&w->rel, git_tree_entry_name(e));
-		if (dir && w->depth < 256 && s->declared(w->rel.ptr, true,
-						 s->arg)) {
+		if (dir && w->depth < 256 &&
+		    (s->declared(w->rel.ptr, true, s->arg) ||
+			tree_tracked(w, repo, git_tree_entry_id(e)))) {
 			git_tree *sub = NULL;
 
 			if (git_tree_lookup(&sub, repo, git_tree_entry_id(e)) ==

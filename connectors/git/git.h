@@ -57,6 +57,9 @@ struct tend_git_sweep {
 	const char *message;
 	bool remove;
 	bool (*declared)(const char *rel, bool dir, void *arg);
+	/* (optional) is the entry at `rel` still tend's (its delete
+	 * pending)? A tree that holds one is walked, not a stray. */
+	bool (*tracked)(const char *rel, void *arg);
 	void (*stray)(const char *rel, bool dir, void *arg);
 	void *arg;
 };
