@@ -74,7 +74,8 @@ comp_name(struct tend_engine *eng, const char *display, struct tend_buf *out)
 
 void
 tend_conflict_message(struct tend_comp *c, const char *other,
-    const char *provider, const struct tend_key *key, bool owner)
+    const char *provider, const struct tend_key *key, bool owner,
+    const char *gone)
 {
 	struct tend_buf k = TEND_BUF_INIT, m = TEND_BUF_INIT;
 
@@ -100,8 +101,19 @@ tend_conflict_message(struct tend_comp *c, const char *other,
 			b = t;
 		}
 		tend_buf_printf(&m, " is declared by %s and by %s: neither "
-				    "is applied, what is there stays", a.ptr,
-		    b.ptr);
+				    "is applied", a.ptr, b.ptr);
+		if (gone) {
+			/* its owner stopped declaring it in this pass (a
+			 * new user's trial: the message said it stayed,
+			 * and the owner's delete removed it) */
+			struct tend_buf g = TEND_BUF_INIT;
+
+			comp_name(c->eng, gone, &g);
+			tend_buf_printf(&m, ", and what %s wrote there goes "
+					    "with it", g.ptr);
+			tend_buf_release(&g);
+		} else
+			tend_buf_puts(&m, ", what is there stays");
 	}
 	tend_buf_release(&a);
 	tend_buf_release(&b);
@@ -190,11 +202,11 @@ cmp_contender(const void *x, const void *y)
 
 static void
 conflict_fail(struct tend_comp *c, const char *other, const struct decl *d,
-    bool owner)
+    bool owner, const char *gone)
 {
 	if (c->conflict)
 		return;
-	tend_conflict_message(c, other, d->prov->name, &d->key, owner);
+	tend_conflict_message(c, other, d->prov->name, &d->key, owner, gone);
 	c->failed = true;
 	c->conflict = true;
 	free(c->error);
@@ -245,7 +257,8 @@ settle_contest(struct tend_txn *txn, struct batch *b,
 		    : live ? who.ptr
 			   : b->comps[g[i ? 0 : 1].comp]->display;
 		conflict_fail(b->comps[g[i].comp], other, g[i].decl,
-		    mine < n || live);
+		    mine < n || live,
+		    has_owner && mine == n && !live ? who.ptr : NULL);
 	}
 	tend_buf_release(&who);
 	if (mine < n || live)

@@ -517,7 +517,7 @@ contest_enter(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 			rc = tend_contest_add(txn, &d->tsid, NULL, &c, 1);
 			if (rc == 0) {
 				tend_conflict_message(c, who, d->prov->name,
-				    &d->key, false);
+				    &d->key, false, NULL);
 				rc = TEND_ECONFLICT;
 			}
 		}
@@ -578,7 +578,7 @@ phase1(struct tend_txn *txn, struct tend_comp *c, struct decl *d,
 			if (tend_pass_still_declares(c, &from, who.ptr,
 				&d->tsid, prov->name)) {
 				tend_conflict_message(c, who.ptr, prov->name,
-				    &d->key, true);
+				    &d->key, true, NULL);
 				tend_buf_release(&who);
 				return TEND_ECONFLICT;
 			}

@@ -397,11 +397,13 @@ size_t tend_contest_next(const struct tend_bytes *v, size_t at,
 int tend_contest_add(struct tend_txn *txn, const struct tend_fp *tsid,
     const struct tend_fp *holder, struct tend_comp *const *comps, size_t n);
 /* c's conflict over STATE with `other`: "conflict: STATE is declared by
- * A and by B: neither is applied, what is there stays", or, when `other`
- * owns it and goes on (owner), "...: it stays OTHER's, C's is not
- * applied" */
+ * A and by B: neither is applied, what is there stays" (or, when `gone`
+ * owned it and stopped declaring it in this pass, "..., and what GONE
+ * wrote there goes with it"), or, when `other` owns it and goes on
+ * (owner), "...: it stays OTHER's, C's is not applied" */
 void tend_conflict_message(struct tend_comp *c, const char *other,
-    const char *provider, const struct tend_key *key, bool owner);
+    const char *provider, const struct tend_key *key, bool owner,
+    const char *gone);
 bool tend_cidset_has(const struct cidset *s, const struct tend_fp *fp);
 
 /* ---- row values (rows.c): ITEM, COMP and MEMO, in two layouts ---- */

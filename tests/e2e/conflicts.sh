@@ -116,4 +116,22 @@ expect_not_in "$ERR" "conflict" "swap: no conflict"
 expect_file X/f B; expect_file Y/f A
 run check; expect_rc 0 "swap: no drift"
 run sync; expect_rc 0 "swap: settled"; expect_in "$OUT" "a: 0 created, 0 updated, 0 deleted" "swap: nothing left to do"
+
+# the owner's folder renamed in the pass a second source begins to
+# declare its entry: the two newcomers conflict, and the owner's entry
+# goes with it (a new user's trial: the message said it stayed)
+rm -rf src out .tend X Y s1 s2; mkdir -p src/q; echo Q > src/q/z.txt
+printf '[app "flat"]\n\tsource = src\n\tname = {name}\n\ttarget = dir:out\n' > tend.conf
+run sync; expect_rc 0 "gone owner: first sync"
+mkdir src/p; echo P > src/p/z.txt; mv src/q src/r
+run plan; expect_rc 1 "gone owner: plan"
+expect_in "$ERR" "neither is applied, and what src/q/z.txt wrote there goes with it" "gone owner: plan says the entry goes"
+expect_in "$OUT" "- flat out/z.txt" "gone owner: plan lists its delete"
+run sync; expect_rc 1 "gone owner: sync"
+expect_in "$ERR" "neither is applied, and what src/q/z.txt wrote there goes with it" "gone owner: sync says the entry goes"
+expect_not_in "$ERR" "what is there stays" "gone owner: nothing said to stay"
+expect_gone out/z.txt
+rm -r src/p
+run sync; expect_rc 0 "gone owner: the other one gone"
+expect_file out/z.txt Q
 finish
