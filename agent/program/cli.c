@@ -305,6 +305,36 @@ use_color(const struct cli *c)
 	return isatty(1) && !getenv("NO_COLOR");
 }
 
+/* plan: the delete of a git tag's state that leaves the tag where it is
+ * (adopted, or moved by someone), as the sync will say ("forgotten") */
+static bool
+plan_tag_stays(struct cli *c, const struct tend_event *ev)
+{
+	size_t pl = ev->provider ? strlen(ev->provider) : 0;
+	struct tend_app_config *a;
+
+	if (!c->ws || ev->op != TEND_OP_DELETE || ev->forgotten || !ev->key ||
+	    pl < 5 || strcmp(ev->provider + pl - 5, "/@tag") != 0 ||
+	    !(a = tend_ws_app(c->ws, ev->app)) ||
+	    a->target != TEND_TARGET_GIT)
+		return false;
+	/* the key as plan spells it: "NAME" (a tag's name holds no
+	 * backslash; a quote in it is escaped) */
+	struct tend_buf tag = TEND_BUF_INIT;
+	const char *k = ev->key;
+	size_t kl = strlen(k);
+	if (kl >= 2 && k[0] == '"' && k[kl - 1] == '"')
+		for (size_t i = 1; i + 1 < kl; i++)
+			if (k[i] != '\\' || k[i + 1] != '"')
+				tend_buf_putc(&tag, k[i]);
+	char *repo = path_join(c->ws->root, a->target_path);
+	bool stays = tag.len && tend_git_tag_stays(repo, c->ws->state_dir,
+	    a->ref, tag.ptr);
+	free(repo);
+	tend_buf_release(&tag);
+	return stays;
+}
+
 void
 on_event(const struct tend_event *ev, void *arg)
 {
@@ -316,6 +346,7 @@ on_event(const struct tend_event *ev, void *arg)
 		if (!ev->preview || tend_event_is_refresh(ev))
 			break;
 		c->pending = true;
+		bool tag_stays = plan_tag_stays(c, ev);
 		/* counted as sync counts what it applies: the entries, and
 		 * a container's delete (a new target directory is listed,
 		 * not counted: sync's "2 created" is plan's "2 to create") */
@@ -323,7 +354,7 @@ on_event(const struct tend_event *ev, void *arg)
 			c->plan_ops[ev->adopted ? 4
 			    : ev->op == TEND_OP_CREATE ? 0
 			    : ev->op == TEND_OP_UPDATE ? 1
-			    : ev->forgotten ? 3 : 2]++;
+			    : ev->forgotten || tag_stays ? 3 : 2]++;
 		if (ev->container && ev->invalidation == 2)
 			c->destructive = true;
 		c->plan_replaces += ev->replaces;
@@ -336,7 +367,7 @@ on_event(const struct tend_event *ev, void *arg)
 			    ev->adopted ? "adopt"
 			    : ev->op == TEND_OP_CREATE ? "create"
 			    : ev->op == TEND_OP_UPDATE ? "update"
-			    : ev->forgotten ? "forget" : "delete");
+			    : ev->forgotten || tag_stays ? "forget" : "delete");
 			tend_buf_json(b, ev->app);
 			tend_buf_puts(b, ", \"provider\": ");
 			tend_buf_json(b, ev->provider);
@@ -356,7 +387,7 @@ on_event(const struct tend_event *ev, void *arg)
 
 			if (ev->invalidation)
 				op = '!';
-			else if (ev->forgotten || ev->adopted)
+			else if (ev->forgotten || ev->adopted || tag_stays)
 				op = '=';
 			if (col)
 				color = op == '+' ? "\033[32m"
@@ -374,6 +405,11 @@ on_event(const struct tend_event *ev, void *arg)
 			else if (ev->forgotten)
 				printf("%s=%s %s %s  (forgotten: tend never "
 				       "wrote what is there, and leaves it)\n",
+				    color, reset, ev->app, path.ptr);
+			else if (tag_stays)
+				printf("%s=%s %s %s  (forgotten: the tag was "
+				       "someone's before tend adopted it, or "
+				       "someone moved it: it stays)\n",
 				    color, reset, ev->app, path.ptr);
 			else if (ev->adopted)
 				printf("%s=%s %s %s  (adopted: it holds the "

@@ -64,6 +64,7 @@ struct cli {
 	uint64_t plan_rebuilt; /* undeclared, removed by a destructive rebuild */
 	uint64_t plan_stopped; /* apps whose plan pass stopped on an error */
 	bool destructive; /* plan: this app's target is rebuilt */
+	struct tend_ws *ws; /* plan: the workspace (a tag's delete) */
 };
 
 struct last_pass {

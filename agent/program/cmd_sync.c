@@ -493,6 +493,7 @@ cmd_sync(struct cli *c, struct tend_ws *ws, bool preview)
 		say_error("%s", tend_error_last());
 		return EXIT_FAIL;
 	}
+	c->ws = preview ? ws : NULL;
 	tend_engine_subscribe(ws->eng, ~0u, on_event, c);
 	if (c->json)
 		tend_buf_puts(&out, preview ? "{\"actions\": ["

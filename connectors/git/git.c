@@ -1428,6 +1428,40 @@ tip_name(struct tend_buf *b, const char *ref)
 	tend_buf_printf(b, "%ctip:%s", TIP_MARK, ref);
 }
 
+/*
+ * A tag tend adopted (it found the tag, someone else's, on the tip when
+ * the tag was first declared) is kept, in the tags file, under the name
+ * "~adopted:TAG" too: tend moves it with its commits while it is
+ * declared, and leaves it where it is, not deleted, once it is not (a
+ * new user's trial: a hand-made tag went with its setting).
+ */
+static void
+adopted_mark(git_repository *repo, const char *tag, const git_oid *at,
+    const char *ref)
+{
+	struct tend_buf name = TEND_BUF_INIT;
+
+	tend_buf_printf(&name, "%cadopted:%s", TIP_MARK, tag);
+	tag_record(repo, name.ptr, NULL, at, ref);
+	tend_buf_release(&name);
+}
+
+static bool
+tag_adopted(git_repository *repo, const char *tag)
+{
+	struct tend_buf name = TEND_BUF_INIT;
+	char *f[5];
+	bool ok;
+	char *line;
+
+	tend_buf_printf(&name, "%cadopted:%s", TIP_MARK, tag);
+	line = tag_line(repo, name.ptr, f, &ok);
+	ok = line != NULL;
+	tend_buf_release(&name);
+	free(line);
+	return ok;
+}
+
 static void
 tip_record(git_repository *repo, const char *ref, const git_oid *commit)
 {
@@ -2226,9 +2260,12 @@ tags_catch_up(git_repository *repo, const struct git_action *a,
 			tend_apply_warn(r, "%s (it stays %s%.12s, not on %.12s)",
 			    tend_error_last(), missing ? "missing" : "at ",
 			    missing ? "" : was, hex);
-		else if (missing)
+		else if (missing) {
+			/* tend made it anew: tend's own now */
+			adopted_mark(repo, tag, NULL, NULL);
 			tend_apply_note(r, "tag %s was missing: set again on "
 			    "%.12s, where tend keeps it", tag, hex);
+		}
 		else
 			tend_apply_note(r, "tag %s moved from %.12s to %.12s, "
 			    "where tend keeps it (an earlier pass was cut "
@@ -2447,6 +2484,28 @@ tend_git_ref_rewritten(const char *repo, const char *state, const char *ref,
 	tend_buf_release(&name);
 	repo_done(r, &tf);
 	return lost;
+}
+
+bool
+tend_git_tag_stays(const char *repo, const char *state, const char *ref,
+    const char *tag)
+{
+	struct tend_buf tf = TEND_BUF_INIT, full = TEND_BUF_INIT;
+	git_repository *r;
+	git_oid id;
+	bool stays = false;
+
+	if (!state || !(r = repo_at(repo, state, &tf)))
+		return false;
+	tend_buf_printf(&full, "refs/tags/%s", tag);
+	/* as the untag decides (gitconn_apply's A_UNTAG) */
+	if (tag_follows(r, tag, ref) &&
+	    git_reference_name_to_id(&id, r, full.ptr) == 0)
+		stays = tag_adopted(r, tag) || !tag_is_ours(r, tag, &id);
+	git_error_clear();
+	tend_buf_release(&full);
+	repo_done(r, &tf);
+	return stays;
 }
 
 int
@@ -3355,6 +3414,9 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 			    : set_tag(repo, a->ref, a->path);
 			results[idx[i]].adopted = r == 0 && a->there &&
 			    a->fresh;
+			if (results[idx[i]].adopted &&
+			    git_reference_name_to_id(&head, repo, a->ref) == 0)
+				adopted_mark(repo, a->path, &head, a->ref);
 			results[idx[i]].unchanged = r == 0 && a->there &&
 			    a->repair;
 			if (r == 0 && git_reference_name_to_id(&head, repo,
@@ -3366,33 +3428,44 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 		} else if (a->kind == A_UNTAG) {
 			git_reference *t = NULL;
 			bool gone = false;
+			/* set again in this group (the same tag of a moved
+			 * prefix), or following the app to another ref or
+			 * prefix: not this state's to let go */
+			bool mine = !tag_set_here(acts, n, a->path) &&
+			    tag_follows(repo, a->path, a->ref);
 
 			tend_buf_printf(&full, "refs/tags/%s", a->path);
-			if (!tag_set_here(acts, n, a->path) &&
+			if (mine &&
 			    git_reference_lookup(&t, repo, full.ptr) == 0) {
 				const git_oid *id = git_reference_target(t);
 
-				/* only where tend left it, on this ref: a tag
-				 * moved or made by someone else stays, and so
-				 * does one that followed the app to another
-				 * ref or prefix */
-				if (id && tag_is_ours(repo, a->path, id) &&
-				    tag_follows(repo, a->path, a->ref)) {
+				/* only where tend left it: a tag moved or
+				 * made by someone else stays, and so does
+				 * one someone had before tend adopted it */
+				if (id && tag_adopted(repo, a->path))
+					tend_apply_note(&results[idx[i]], "tag "
+					    "%s was there before tend adopted "
+					    "it: left where it is", a->path);
+				else if (id && tag_is_ours(repo, a->path, id)) {
 					locks_note(repo, full.ptr, NULL);
 					if (git_reference_delete(t))
 						r = git_fail("delete tag",
 						    a->path);
-					else {
-						tag_record(repo, a->path, NULL,
-						    NULL, NULL);
+					else
 						gone = true;
-					}
 				}
 				git_reference_free(t);
 			}
 			git_error_clear();
+			/* tend's record goes with the state (one left
+			 * behind made tend set the tag again, as its own,
+			 * once someone deleted it and it was declared anew) */
+			if (mine && r == 0) {
+				tag_record(repo, a->path, NULL, NULL, NULL);
+				adopted_mark(repo, a->path, NULL, NULL);
+			}
 			/* its state goes; the tag stays (not tend's, set
-			 * again here, or not there): not a delete */
+			 * again here, adopted, or not there): not a delete */
 			results[idx[i]].left = r == 0 && !gone;
 		}
 		tend_buf_release(&full);

@@ -146,6 +146,11 @@ int tend_git_ref_rewritten(const char *repo, const char *state,
  * free), or NULL */
 char *tend_git_checked_out(const char *repo, const char *ref);
 
+/* Would the delete of tag `tag`'s state (kept on `ref`) leave the tag
+ * where it is: tend adopted it (someone had it on the tip before), or
+ * someone moved it? For plan, which says so as sync will ("forgotten"). */
+bool tend_git_tag_stays(const char *repo, const char *state, const char *ref,
+    const char *tag);
 int tend_git_tags_in_way(const char *repo, const char *state,
     const char *ref, char *const *tags, size_t n, tend_git_tag_fn *fn,
     void *arg);

@@ -324,15 +324,28 @@ printf '\ttag = here\n' >> tend.conf
 run plan; expect_in "$OUT" "@tag/here  (adopted" "plan: adopt"
 run sync; expect_rc 0 "adopt a tag"
 expect_in "$OUT" "1 adopted" "sync: adopted"
+echo adopted > src/adopted; run sync; expect_rc 0 "a commit moves the adopted tag"
+[ "$(git -C repo3 rev-parse here)" = "$(git -C repo3 rev-parse pages)" ] || fail "the adopted tag did not follow tend's commit"
+# it was someone's before: once not declared it stays where it is (a new
+# user's trial: the hand-made tag was deleted with its setting)
+at=$(git -C repo3 rev-parse here)
 sed -i '/tag = here/d' tend.conf
-run sync; expect_rc 0 "the adopted tag goes with its setting"
-git -C repo3 rev-parse -q --verify refs/tags/here >/dev/null && fail "an adopted tag was not deleted with its setting"
+run plan; expect_in "$OUT" "@tag/here  (forgotten: the tag was someone's before tend adopted it" "plan says the adopted tag stays"
+expect_in "$OUT" "1 to forget" "plan counts the adopted tag as forgotten"
+run sync; expect_rc 0 "the adopted tag's setting removed"
+expect_in "$OUT" "0 deleted, 1 forgotten" "the adopted tag is not counted as deleted"
+expect_in "$ERR" "tag here was there before tend adopted it: left where it is" "sync says the adopted tag stays"
+[ "$(git -C repo3 rev-parse -q --verify refs/tags/here)" = "$at" ] || fail "an adopted tag was deleted (or moved) with its setting"
+echo after > src/after; run sync; expect_rc 0 "a commit after the adopted tag was let go"
+[ "$(git -C repo3 rev-parse here)" = "$at" ] || fail "a tag let go was moved by tend's next commit"
+git -C repo3 tag -d here >/dev/null
 # tend's own tag, moved by hand, is not deleted with the setting
 git -C repo3 tag -f latest "$v1" >/dev/null
 run check; expect_rc 1 "a tag moved by hand is drift"
 expect_in "$OUT" "in the way: tag latest points at" "not tend's any more"
 expect_in "$OUT" "something is in their way" "check does not promise sync --full repairs it"
 sed -i '/tag = latest/d' tend.conf
+run plan; expect_in "$OUT" "@tag/latest  (forgotten: " "plan says the tag someone moved stays"
 run sync; expect_rc 0 "tag setting removed"
 expect_in "$OUT" "0 deleted, 1 forgotten" "a tag left where someone moved it is not counted as deleted"
 [ "$(git -C repo3 rev-parse latest)" = "$v1" ] || fail "a tag moved by hand was deleted"
@@ -341,7 +354,7 @@ printf '\ttag = latest\n' >> tend.conf
 run sync; expect_rc 0 "tag again"
 sed -i '/tag = latest/d' tend.conf
 run sync; expect_rc 0 "tag removed"
-git -C repo3 rev-parse -q --verify refs/tags/latest >/dev/null && fail "tend's own tag was not deleted"
+git -C repo3 rev-parse -q --verify refs/tags/latest >/dev/null && fail "tend's own tag was not deleted: $OUT $ERR $(cat .tend/git-tags)"
 
 # a file that becomes a directory and back, beside an unrelated new file:
 # one pass, one commit, the final form (git and dir targets alike)
