@@ -3026,6 +3026,16 @@ apply_group(struct tend_context *ctx, struct git_action **acts, size_t n,
 				      a->ref) == 0
 				   : tag_recorded_to(repo, a->path, &head)) &&
 		    git_oid_equal(&cur, &head);
+		/* (one tend set already: an earlier batch's commit of this
+		 * pass moved it there, it is tend's, not adopted) */
+		if (a->there && a->fresh) {
+			char *f[5];
+			bool ok;
+			char *line = tag_line(repo, a->path, f, &ok);
+
+			a->there = line == NULL;
+			free(line);
+		}
 		tend_buf_reset(&path);
 		git_error_clear();
 	}
