@@ -11,7 +11,8 @@
  *	                            first write to an old store (it times it)
  *	store_tool layouts STORE    how many item, comp and memo rows are of
  *	                            each layout (their first byte): "item
- *	                            1:N 2:M" a line
+ *	                            1:N 2:M" a line; then "name N", the
+ *	                            NAME rows
  */
 #include <stdio.h>
 #include <string.h>
@@ -98,6 +99,24 @@ layouts(struct tend_store *st)
 			if (n[b])
 				printf(" %d:%lu", b, n[b]);
 		printf("\n");
+	}
+	/* and how many NAME rows (a store of format 3 names containers
+	 * only) */
+	if (rc == 0) {
+		struct tend_iter it;
+		struct tend_bytes k, v;
+		unsigned long n = 0;
+		int more;
+
+		if ((rc = tend_store_iter_init(&it, txn, TEND_T_NAME, NULL,
+			 0)) == 0) {
+			while ((more = tend_store_iter_next(&it, &k, &v)) == 1)
+				n++;
+			tend_store_iter_finish(&it);
+			printf("name %lu\n", n);
+			if (more < 0)
+				rc = more;
+		}
 	}
 	if (txn)
 		tend_store_read_end(txn);

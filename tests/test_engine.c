@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "check.h"
+#include "engine_int.h"
 #include "fakes/scenario.h"
 #include "inspect.h"
 #include "store.h"
@@ -1326,7 +1327,8 @@ ids_of_one_directory_sit_together(void **state)
 	assert_int_equal(memcmp(a.b, b.b, 4) == 0, local);
 	assert_true(memcmp(a.b, c.b, 4) != 0);
 
-	/* the states: NAME rows (id -> parent id, key), by parent */
+	/* the states: ITEM rows (cid id pid -> parent id, key...), by
+	 * parent */
 	ASSERT_OK(fx_run(F, "#D1=n:v1 #D2=n:v2 D1/a=1 D1/b=2 D1/c=3 D2/a=1 "
 			    "D2/b=2"));
 	struct tend_txn *txn;
@@ -1339,12 +1341,16 @@ ids_of_one_directory_sit_together(void **state)
 	int more;
 
 	ASSERT_OK(tend_store_read_begin(tend_engine_store(F->eng), &txn));
-	ASSERT_OK(tend_store_iter_init(&it, txn, TEND_T_NAME, NULL, 0));
+	ASSERT_OK(tend_store_iter_init(&it, txn, TEND_T_ITEM, NULL, 0));
 	while ((more = tend_store_iter_next(&it, &k, &v)) == 1 && n < 32) {
-		assert_int_equal(k.len, 16);
-		assert_true(v.len >= 16);
-		memcpy(rows[n].id, k.data, 16);
-		memcpy(rows[n++].parent, v.data, 16);
+		struct tend_arena ar = TEND_ARENA_INIT;
+		struct item item;
+
+		assert_int_equal(k.len, 40);
+		ASSERT_OK(tend_item_decode(&item, v.data, v.len, &ar));
+		memcpy(rows[n].id, k.data + 16, 16);
+		memcpy(rows[n++].parent, item.parent.b, 16);
+		tend_arena_finish(&ar);
 	}
 	assert_int_equal(more, 0);
 	tend_store_iter_finish(&it);

@@ -162,7 +162,7 @@ visit(struct tend_engine *eng, struct tend_txn *txn, const char *app,
 			    tend_item_decode(&item, v.data, v.len, &w.arena))
 				continue;
 			memcpy(tsid.b, k.data + 16, 16);
-			tend_inspect_ts_path(w.txn, &tsid, &path);
+			tend_inspect_item_path(w.txn, &tsid, &item, &path);
 			si.component = comp.ptr;
 			si.path = path.ptr;
 			si.container = item.container;

@@ -879,7 +879,11 @@ write_plans(struct tend_txn *txn, struct tend_comp *c)
 				 (const uint8_t *)pr->name_key.ptr,
 				 pr->name_key.len)))
 				return rc;
-			if ((rc = ensure_name(txn, &p->tsid, &pr->id,
+			/* an entry's parent and key are in its item row: a
+			 * store of format 3 names only containers here
+			 * (inspect.c's leaf_name) */
+			if ((!c->eng->compact_rows || p->item.container) &&
+			    (rc = ensure_name(txn, &p->tsid, &pr->id,
 				 p->item.key, p->item.keylen)))
 				return rc;
 		}

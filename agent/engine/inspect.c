@@ -39,23 +39,90 @@ format_path(struct tend_buf *out, const uint8_t *p, size_t len,
 	}
 }
 
-int
-tend_inspect_ts_path(struct tend_txn *txn, const struct tend_fp *tsid,
-    struct tend_buf *out)
+/*
+ * A leaf state's name: a store of format 3 keeps NAME rows for containers
+ * and providers only, and an entry's parent and key are in its item row
+ * (cid tsid pid), found through the owner row (or a contest row's holder
+ * and contenders). Copies the key into `a`.
+ */
+static bool
+leaf_name(struct tend_txn *txn, const struct tend_fp *tsid,
+    struct tend_fp *parent, const uint8_t **key, size_t *keylen,
+    struct tend_arena *a)
+{
+	struct tend_fp cids[8];
+	size_t n = 0;
+	struct tend_bytes v;
+
+	if (tend_store_get(txn, TEND_T_OWNER, tsid->b, 16, &v) != 0)
+		return false;
+	if (v.len == 16)
+		memcpy(cids[n++].b, v.data, 16);
+	else if (tend_contest_row(&v)) {
+		struct tend_fp cid;
+		const char *p;
+		size_t len, at = 32;
+
+		memcpy(cids[n].b, v.data + 16, 16);
+		n += !tend_fp_is_zero(&cids[n]);
+		while (n < 8 && (at = tend_contest_next(&v, at, &cid, &p, &len)))
+			cids[n++] = cid;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint8_t prefix[32];
+		struct tend_iter it;
+		struct tend_bytes k;
+		struct item item;
+		bool found = false;
+
+		memcpy(prefix, cids[i].b, 16);
+		memcpy(prefix + 16, tsid->b, 16);
+		if (tend_store_iter_init(&it, txn, TEND_T_ITEM, prefix, 32))
+			continue;
+		if (tend_store_iter_next(&it, &k, &v) == 1 &&
+		    tend_item_decode(&item, v.data, v.len, a) == 0) {
+			*parent = item.parent;
+			*key = item.key;
+			*keylen = item.keylen;
+			found = true;
+		}
+		tend_store_iter_finish(&it);
+		if (found)
+			return true;
+	}
+	tend_error_clear();
+	return false;
+}
+
+/* The path of `tsid`; `it` (NULL: looked up) its item, whose parent and
+ * key name it without a NAME row */
+static int
+ts_path(struct tend_txn *txn, const struct tend_fp *tsid,
+    const struct item *it, struct tend_buf *out)
 {
 	struct tend_fp chain[64];
 	size_t n = 0;
 	struct tend_fp cur = *tsid;
 	struct tend_arena a = TEND_ARENA_INIT;
+	const uint8_t *leaf = NULL; /* chain[0]'s key, if not in NAME */
+	size_t leaflen = 0;
 
+	if (it && it->keylen && !it->container) {
+		chain[n++] = cur;
+		cur = it->parent;
+		leaf = it->key;
+		leaflen = it->keylen;
+	}
 	while (n < 64) {
 		struct tend_bytes v;
 
 		chain[n++] = cur;
-		if (tend_store_get(txn, TEND_T_NAME, cur.b, 16, &v) != 0 ||
-		    v.len < 16)
+		if (tend_store_get(txn, TEND_T_NAME, cur.b, 16, &v) == 0 &&
+		    v.len >= 16)
+			memcpy(cur.b, v.data, 16);
+		else if (n > 1 ||
+		    !leaf_name(txn, &cur, &cur, &leaf, &leaflen, &a))
 			break;
-		memcpy(cur.b, v.data, 16);
 		if (tend_fp_is_zero(&cur))
 			break;
 	}
@@ -63,9 +130,18 @@ tend_inspect_ts_path(struct tend_txn *txn, const struct tend_fp *tsid,
 		struct tend_bytes v;
 		struct tend_key k;
 
-		if (tend_store_get(txn, TEND_T_NAME, chain[i].b, 16, &v) != 0 ||
-		    v.len < 17 ||
-		    tend_key_decode(&k, v.data + 16, v.len - 16, NULL, &a)) {
+		if (i == 0 && leaf) {
+			v.data = leaf;
+			v.len = leaflen;
+		} else if (tend_store_get(txn, TEND_T_NAME, chain[i].b, 16,
+			       &v) != 0 ||
+		    v.len < 17) {
+			v.len = 0;
+		} else {
+			v.data += 16;
+			v.len -= 16;
+		}
+		if (!v.len || tend_key_decode(&k, v.data, v.len, NULL, &a)) {
 			tend_buf_puts(out, "/#");
 			tend_buf_puthex(out, chain[i].b, 4);
 			continue;
@@ -78,6 +154,20 @@ tend_inspect_ts_path(struct tend_txn *txn, const struct tend_fp *tsid,
 	}
 	tend_arena_finish(&a);
 	return 0;
+}
+
+int
+tend_inspect_ts_path(struct tend_txn *txn, const struct tend_fp *tsid,
+    struct tend_buf *out)
+{
+	return ts_path(txn, tsid, NULL, out);
+}
+
+int
+tend_inspect_item_path(struct tend_txn *txn, const struct tend_fp *tsid,
+    const struct item *it, struct tend_buf *out)
+{
+	return ts_path(txn, tsid, it, out);
 }
 
 int
@@ -160,9 +250,10 @@ dump_body(struct tend_txn *txn, struct tend_buf *out, unsigned what)
 			tend_buf_puts(out, "item ");
 			tend_inspect_comp_path(txn, &cid, out);
 			tend_buf_putc(out, ' ');
-			tend_inspect_ts_path(txn, &tsid, out);
+			bool ok = tend_item_decode(&item, v.data, v.len, &a) == 0;
+			tend_inspect_item_path(txn, &tsid, ok ? &item : NULL, out);
 			tend_buf_putc(out, ' ');
-			if (tend_item_decode(&item, v.data, v.len, &a) == 0) {
+			if (ok) {
 				format_states(out, &item);
 				if (item.schema)
 					tend_buf_printf(out, " schema=%llu",

@@ -24,6 +24,12 @@ int tend_inspect_ts_path(struct tend_txn *txn, const struct tend_fp *tsid,
     struct tend_buf *out);
 int tend_inspect_comp_path(struct tend_txn *txn, const struct tend_fp *cid,
     struct tend_buf *out);
+/* tend_inspect_ts_path of a state whose item row is at hand (`it`, or
+ * NULL): an entry's parent and key are in it (a store of format 3 has
+ * no NAME row for an entry) */
+struct item;
+int tend_inspect_item_path(struct tend_txn *txn, const struct tend_fp *tsid,
+    const struct item *it, struct tend_buf *out);
 /* The app a COMP row belongs to (its path's first key, in `arena`) and
  * whether it is the app's root; false if the row cannot be read. */
 bool tend_inspect_header_app(const struct tend_bytes *hdr,

@@ -64,6 +64,8 @@ old_store() {
 	# an older tend reads every row this one wrote there
 	L=$("$STORE_TOOL" layouts .tend/store)
 	expect_not_in "$L" " 2:" "(format $F) a compact row in an old store"
+	# and names every entry, as it did
+	[ "$(printf '%s\n' "$L" | sed -n 's/^name //p')" -ge 7 ] || fail "(format $F) an old store lost its entries' names: $L"
 
 	# dropping an app of an old store removes what it made
 	run drop site; expect_rc 0 "drop site"
@@ -85,6 +87,9 @@ expect_not_in "$L" " 1:" "a fixed-width row in a new store"
 expect_in "$L" "item 2:" "compact item rows"
 expect_in "$L" "comp 2:" "compact component rows"
 expect_in "$L" "memo 2:" "compact memo rows"
+# NAME rows for containers only (an entry's name is in its item row):
+# the target directory and tend's root, not the 7 files
+[ "$(printf '%s\n' "$L" | sed -n 's/^name //p')" -le 3 ] || fail "a new store names its entries: $L"
 printf 'changed again\n' > src/d1/f2.txt; rm src/d2/f3.txt
 run sync; expect_in "$OUT" "site: 0 created, 1 updated, 1 deleted" "a new store: changes"
 diff -r src out >/dev/null || fail "out differs from src (new store, changes)"
