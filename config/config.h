@@ -34,6 +34,7 @@ enum tend_declare_kind {
 struct tend_strv {
 	char **v;
 	size_t n;
+	int *line; /* where each was set (its tend.conf line) */
 };
 
 /* A key of an [app] that none of tend's own keys is: a plugin target's

@@ -113,13 +113,16 @@ tend_diags_format(const struct tend_diags *d)
 }
 
 static void
-strv_push(struct tend_strv *sv, const char *s)
+strv_push(struct tend_strv *sv, const char *s, int line)
 {
 	char **nv = realloc(sv->v, (sv->n + 1) * sizeof *sv->v);
+	int *nl = realloc(sv->line, (sv->n + 1) * sizeof *sv->line);
 
-	if (!nv)
+	if (!nv || !nl)
 		abort();
 	sv->v = nv;
+	sv->line = nl;
+	sv->line[sv->n] = line;
 	sv->v[sv->n++] = xstrdup(s);
 }
 
@@ -129,7 +132,9 @@ strv_finish(struct tend_strv *sv)
 	for (size_t i = 0; i < sv->n; i++)
 		free(sv->v[i]);
 	free(sv->v);
+	free(sv->line);
 	sv->v = NULL;
+	sv->line = NULL;
 	sv->n = 0;
 }
 
@@ -519,7 +524,7 @@ store(struct ctx *x, const struct opt *o, void *base, const char *value,
 		return 0;
 	case V_TAG:
 	case V_STRV:
-		strv_push((struct tend_strv *)(void *)p, value);
+		strv_push((struct tend_strv *)(void *)p, value, line);
 		return 0;
 	case V_BOOL:
 		if (tend_config_parse_bool(value, (bool *)(void *)p) != 0) {
@@ -737,8 +742,13 @@ entry(struct ctx *x, const char *section, const char *sub, const char *key,
 	else if (strcmp(section, "app") == 0 && sub) {
 		base = find_app(x->cfg, sub);
 	} else {
-		diag(x->d, x->file, line, fullkey, "unknown section [%s%s%s%s]",
-		    section, sub ? " \"" : "", sub ? sub : "", sub ? "\"" : "");
+		/* (said once, at the section's header: its keys are not
+		 * each an error of their own) */
+		if (strcmp(section, "tend") == 0 || strcmp(section, "app") == 0 ||
+		    strcmp(section, "plugin") == 0)
+			diag(x->d, x->file, line, fullkey,
+			    "unknown section [%s%s%s%s]", section,
+			    sub ? " \"" : "", sub ? sub : "", sub ? "\"" : "");
 		return;
 	}
 	for (size_t i = 0; i < NOPTS; i++) {
@@ -1242,13 +1252,13 @@ tag_check(struct tend_config *cfg, const struct app_places *pl,
 						continue;
 					snprintf(k, sizeof k, "app.%s.tag",
 					    b->name);
-					diag(diags, origin, b->line, k,
+					diag(diags, origin, b->tags.line[t], k,
 					    "tag \"%s\" in git:%s is also kept by "
 					    "app \"%s\" (%s:%d): each app would "
 					    "move it to its own commits; give "
 					    "each app a tag of its own",
 					    b->tags.v[t], b->target_path,
-					    a->name, origin, a->line);
+					    a->name, origin, a->tags.line[u]);
 				}
 		}
 	}
@@ -1508,8 +1518,24 @@ tend_config_parse_in(const char *buf, size_t len, const char *origin,
 				    "[%s] needs a name: [%s \"NAME\"]", section,
 				    section);
 			} else if (strcmp(section, "tend") != 0) {
-				diag(diags, origin, line, NULL,
-				    "unknown section [%s]", section);
+				/* a typo of one of the three */
+				static const char *const known[] = {"tend",
+				    "app", "plugin"};
+				const char *like = NULL;
+
+				for (size_t k = 0; k < 3 && !like; k++)
+					if (tend_config_distance(section,
+						known[k]) <= 2)
+						like = known[k];
+				if (like)
+					diag(diags, origin, line, NULL,
+					    "unknown section [%s]; did you "
+					    "mean [%s]?", section, like);
+				else
+					diag(diags, origin, line, NULL,
+					    "unknown section [%s] (there are "
+					    "[tend], [app \"NAME\"] and "
+					    "[plugin \"TYPE\"])", section);
 			}
 			skip_space(&l);
 			if (l.p < l.end && (*l.p == '#' || *l.p == ';'))

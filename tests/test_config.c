@@ -124,7 +124,8 @@ every_bad_value_is_reported(void **state)
 	    "tend.conf:7: app.a.exclusive: expected a boolean",
 	    "tend.conf:8: app.a.declare: expected copy, exec CMD",
 	    "tend.conf:9: app.a.max-delete: expected a whole number",
-	    "tend.conf:10: unknown section [weird]",
+	    "tend.conf:10: unknown section [weird] (there are [tend], [app "
+	    "\"NAME\"] and [plugin \"TYPE\"])",
 	    "source must be relative",
 	};
 
@@ -302,6 +303,20 @@ git_apps_overlap_on_one_ref(void **state)
 		  "[app \"e\"]\n\tsource = src\n\ttarget = git:repo2\n"
 		  "\tprefix = site/b\n"
 		  "[app \"f\"]\n\tsource = src\n\ttarget = dir:repo/out\n");
+}
+
+/* a new user's trial: [ap "a"] gave three errors (one per key) and no
+ * hint */
+static void
+a_typo_of_a_section_is_named_once(void **state)
+{
+	(void)state;
+	const char *want[] = {
+	    "tend.conf:1: unknown section [ap]; did you mean [app]?"};
+	want_errs("[ap \"a\"]\n"
+		  "\tsource = src\n"
+		  "\ttarget = dir:out\n",
+	    want, 1, 1);
 }
 
 /* a new user's trial: git keys on a dir: target were taken without a
@@ -629,8 +644,10 @@ a_tag_belongs_to_one_app(void **state)
 
 	(void)state;
 	assert_int_equal(parse(text, &cfg, &errs), -1);
-	if (!strstr(errs, "tend.conf:6: app.b.tag: tag \"latest\" in git:./repo.git "
-			  "is also kept by app \"a\" (tend.conf:1)"))
+	/* each side named by its tag line (a new user's trial: the
+	 * other app was named by its section's line) */
+	if (!strstr(errs, "tend.conf:11: app.b.tag: tag \"latest\" in git:./repo.git "
+			  "is also kept by app \"a\" (tend.conf:5)"))
 		fail_msg("not refused:\n%s", errs);
 	if (strstr(errs, "app.c.tag") || strstr(errs, "\"v1\""))
 		fail_msg("refused too much:\n%s", errs);
@@ -651,6 +668,7 @@ main(void)
 		cmocka_unit_test(overlapping_targets_name_both_apps),
 		cmocka_unit_test(git_apps_overlap_on_one_ref),
 		cmocka_unit_test(git_keys_need_a_git_target),
+		cmocka_unit_test(a_typo_of_a_section_is_named_once),
 		cmocka_unit_test(feedback_loops_are_refused),
 		cmocka_unit_test(symlinked_targets_overlap),
 		cmocka_unit_test(git_ref_and_tag_names_are_checked),
