@@ -65,6 +65,8 @@ struct ls_ctx {
 	unsigned in_the_way; /* check: drift a sync will not repair */
 	unsigned retried;    /* check: an interrupted apply a sync retries */
 	unsigned behind;     /* check: left behind, a sync catches it up */
+	unsigned reset;      /* check: of a git ref reset by hand */
+	bool verify;         /* check: this app's ref was reset by hand */
 };
 
 static void
@@ -89,6 +91,8 @@ on_state(const struct tend_state_info *si, void *arg)
 	else if (si->drift && strncmp(si->drift, TEND_CHECK_BEHIND,
 		 strlen(TEND_CHECK_BEHIND)) == 0)
 		l->behind++; /* the next sync catches it up */
+	else if (si->drift && l->verify)
+		l->reset++; /* the next sync verifies every entry */
 	else if (si->drift && si->pending)
 		l->retried++; /* check's reason: the next sync retries it */
 	if (l->n == l->cap) {
@@ -215,9 +219,10 @@ check_counts(struct cli *c, struct tend_ws *ws, const char *name,
  * rewrites.
  */
 static void
-say_drift(unsigned drift, unsigned retried, unsigned behind, unsigned way)
+say_drift(unsigned drift, unsigned retried, unsigned behind, unsigned way,
+    unsigned reset)
 {
-	unsigned full = drift - retried - behind - way;
+	unsigned full = drift - retried - behind - way - reset;
 	const char *sep = "";
 
 	printf("%u target state(s) drifted: ", drift);
@@ -240,6 +245,12 @@ say_drift(unsigned drift, unsigned retried, unsigned behind, unsigned way)
 		       "up\n");
 		return;
 	}
+	if (reset == drift) {
+		/* a new user's trial: check sent these to --full */
+		printf("their git ref was reset by hand: the next tend sync "
+		       "verifies every entry and writes them again\n");
+		return;
+	}
 	if (full) {
 		printf("tend sync --full repairs %u", full);
 		sep = "; ";
@@ -252,6 +263,11 @@ say_drift(unsigned drift, unsigned retried, unsigned behind, unsigned way)
 	if (behind) {
 		printf("%sthe next tend sync catches up %u (left behind)",
 		    sep, behind);
+		sep = "; ";
+	}
+	if (reset) {
+		printf("%sthe next tend sync writes %u again (their ref was "
+		       "reset by hand)", sep, reset);
 		sep = "; ";
 	}
 	if (way)
@@ -308,6 +324,9 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		unsigned d = 0;
 
 		l.n = 0;
+		char was[13];
+		struct tend_app_config *ca = check ? tend_ws_app(ws, name) : NULL;
+		l.verify = ca && tend_app_ref_rewritten(ws, ca, was);
 		if (check)
 			rc = tend_engine_check(ws->eng, name, on_state, &l, &d);
 		else
@@ -386,7 +405,8 @@ cmd_ls_check(struct cli *c, struct tend_ws *ws, bool check)
 		put_doc(&out);
 	} else if (check && !c->quiet) {
 		if (drift)
-			say_drift(drift, l.retried, l.behind, l.in_the_way);
+			say_drift(drift, l.retried, l.behind, l.in_the_way,
+			    l.reset);
 		else if (!bad_counts)
 			printf("no drift\n");
 		if (bad_counts)
