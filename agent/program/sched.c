@@ -693,9 +693,16 @@ run_passes(struct agent *a, bool all)
 		 * never caught up once the disk had room again) */
 		bool app_err = rc && !res.held_deletes && !res.source_missing &&
 		    !pc.failed && !pc.errors;
-		s->errors = pc.failed + pc.errors + app_err;
+		/* a missing source is not retried (its return is an
+		 * event), but it is the pass's error: status, the apps
+		 * panel and the Pending panel say so (a new user's trial:
+		 * "errors 0 ... targets match the sources") */
+		s->errors = pc.failed + pc.errors + app_err +
+		    (rc && res.source_missing);
 		retry_plan(a, i, pc.failed + app_err);
-		if (full) {
+		if (full && res.source_missing) {
+			/* nothing was walked: what is tracked stays */
+		} else if (full) {
 			/* counted when a status asks (a cursor over every
 			 * state: not on the catch-up's path) */
 			s->states = -1;

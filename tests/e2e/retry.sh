@@ -80,6 +80,22 @@ kill -HUP $AGENT
 until_ '[ "$(./field x errors)" = 1 ]' 'true' "the failing exec is an error of x"
 [ "$(./field x retry_in_ms)" = -1 ] || fail "a failed declaration is retried: $(./field x retry_in_ms)"
 
+# the source of an app moved away: nothing done, and an error of the
+# app's (a new user's trial: the agent said errors 0, the dashboard
+# "targets match the sources", components 1 beside 1 state), not retried
+# (its return is an event); it goes once the source is back
+printf 'c\n' > src/c
+until_ '[ -f out/c ]' 'true' "w: c before the source goes"
+C=$(field w components)
+mv src src.away
+until_ '[ "$(./field w errors)" = 1 ]' 'true' "a missing source is an error of w"
+[ "$(field w retry_in_ms)" = -1 ] || fail "a missing source is retried by timer: $(field w retry_in_ms)"
+[ "$(field w components)" = "$C" ] || fail "a missing source changed w's components: $C -> $(field w components)"
+expect_file out/c c
+mv src.away src
+printf 'c2\n' > src/c
+until_ '[ "$(cat out/c)" = c2 ] && [ "$(./field w errors)" = 0 ]' 'true' "w back once its source is"
+
 # tend status beside an agent busy in a long pass (a new user's trial:
 # it hung until the pass ended): it answers within a second or two
 mkdir slow; echo s > slow/a
