@@ -11,13 +11,15 @@
  *	                            first write to an old store (it times it)
  *	store_tool layouts STORE    how many item, comp and memo rows are of
  *	                            each layout (their first byte): "item
- *	                            1:N 2:M" a line; then "name N", the
- *	                            NAME rows
+ *	                            1:N 2:M" a line; then "comp-memo N",
+ *	                            the COMP rows that hold a memo, and
+ *	                            "name N", the NAME rows
  */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "engine_int.h"
 #include "inspect.h"
 #include "store.h"
 #include "tend/engine.h"
@@ -99,6 +101,28 @@ layouts(struct tend_store *st)
 			if (n[b])
 				printf(" %d:%lu", b, n[b]);
 		printf("\n");
+	}
+	/* how many COMP rows hold a memo (a store of format 3 keeps them
+	 * there) */
+	if (rc == 0) {
+		struct tend_iter it;
+		struct tend_bytes k, v;
+		unsigned long n = 0;
+		int more;
+
+		if ((rc = tend_store_iter_init(&it, txn, TEND_T_COMP, NULL,
+			 0)) == 0) {
+			while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
+				struct hdr_row h;
+
+				n += tend_hdr_parse(&h, v.data, v.len) == 0 &&
+				    h.memo != NULL;
+			}
+			tend_store_iter_finish(&it);
+			printf("comp-memo %lu\n", n);
+			if (more < 0)
+				rc = more;
+		}
 	}
 	/* and how many NAME rows (a store of format 3 names containers
 	 * only) */

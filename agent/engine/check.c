@@ -44,10 +44,8 @@ comp_in_app(const struct tend_bytes *hdr, const char *app, struct tend_arena *a)
 	struct tend_key k;
 	size_t used;
 
-	if (tend_hdr_parse(&h, hdr->data, hdr->len) != 0) {
-		tend_error_clear();
+	if (tend_hdr_parse(&h, hdr->data, hdr->len) != 0)
 		return false;
-	}
 	if (tend_key_decode(&k, h.path, h.pathlen, &used, a))
 		return false;
 	return !app || (k.kind == TEND_KEY_STR && k.u.s.len == strlen(app) &&

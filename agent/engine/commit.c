@@ -58,8 +58,8 @@ header_get(struct tend_txn *txn, const struct tend_fp *cid, struct header *h)
 	memset(h, 0, sizeof *h);
 	if (rc)
 		return rc;
-	if ((rc = tend_hdr_parse(&row, v.data, v.len)))
-		return rc;
+	if (tend_hdr_parse(&row, v.data, v.len))
+		return tend_error_set(TEND_EINVALID, "store: bad component");
 	h->version = row.version;
 	h->has_token = row.token != NULL;
 	h->flags = row.flags;
@@ -95,29 +95,54 @@ count_add(struct tend_txn *txn, const char *app, size_t len,
 		}
 }
 
-static int
-header_put(struct tend_txn *txn, struct tend_comp *c, uint64_t version,
-    bool token)
+/*
+ * A component's memo: in a MEMO row of its own, or (a store of format 3)
+ * after its header in its COMP row, one row read and written for both.
+ * What the row's memo becomes when the header is written: the one it
+ * has (MEMO_KEEP), none, or c's.
+ */
+enum memo_op { MEMO_KEEP, MEMO_DROP, MEMO_SET };
+
+static void
+memo_encode(struct tend_buf *b, const struct tend_comp *c)
 {
-	struct tend_buf b = TEND_BUF_INIT;
+	tend_memo_encode(b, &c->mopts.input_fp, &c->mopts.logic_fp, c->deps,
+	    c->ndeps, c->eng->compact_rows);
+}
+
+static int
+comp_put(struct tend_txn *txn, struct tend_comp *c, uint64_t version,
+    bool token, enum memo_op m)
+{
+	struct tend_buf b = TEND_BUF_INIT, memo = TEND_BUF_INIT;
 	struct tend_bytes v;
 	const char *app;
 	size_t alen;
-	int rc;
+	int rc = 0;
+	bool had = false;
 
 	/* an app's root row makes it a tracked app (tend status lists it
-	 * from its counters) */
-	if (!c->has_parent && comp_app(c, &app, &alen)) {
+	 * from its counters); format 3 keeps the row's memo */
+	if ((!c->has_parent && comp_app(c, &app, &alen)) ||
+	    (c->eng->compact_rows && m == MEMO_KEEP)) {
 		rc = tend_store_get(txn, TEND_T_COMP, c->cid.b, 16, &v);
 		if (rc && rc != TEND_ENOTFOUND)
 			return rc;
-		if (rc == TEND_ENOTFOUND) {
+		had = rc == 0;
+		struct hdr_row old;
+		/* (copied before any write: LMDB's pages may move) */
+		if (had && c->eng->compact_rows && m == MEMO_KEEP &&
+		    tend_hdr_parse(&old, v.data, v.len) == 0 && old.memo)
+			tend_buf_put(&memo, old.memo, old.memolen);
+		if (!had && !c->has_parent && comp_app(c, &app, &alen)) {
 			struct tend_counts d = {{0}};
 
 			d.n[TEND_COUNT_ROOTS] = 1;
 			count_add(txn, app, alen, &d);
 		}
 	}
+	if (m == MEMO_SET)
+		memo_encode(&memo, c);
 
 	const char *proc = c->processor ? c->processor : "";
 	struct hdr_row h = {.version = version,
@@ -125,8 +150,71 @@ header_put(struct tend_txn *txn, struct tend_comp *c, uint64_t version,
 	    .has_parent = c->has_parent, .parent = c->parent_cid.b,
 	    .proc = (const uint8_t *)proc, .proclen = strlen(proc),
 	    .path = (const uint8_t *)c->path.ptr, .pathlen = c->path.len};
+	if (c->eng->compact_rows) {
+		h.memo = (const uint8_t *)memo.ptr;
+		h.memolen = memo.len;
+	}
 	tend_hdr_encode(&b, &h, c->eng->compact_rows);
 	rc = tend_store_put(txn, TEND_T_COMP, c->cid.b, 16, b.ptr, b.len);
+	/* an older store's MEMO row */
+	if (rc == 0 && !c->eng->compact_rows && m == MEMO_SET)
+		rc = tend_store_put(txn, TEND_T_MEMO, c->cid.b, 16, memo.ptr,
+		    memo.len);
+	else if (rc == 0 && !c->eng->compact_rows && m == MEMO_DROP)
+		rc = tend_store_del(txn, TEND_T_MEMO, c->cid.b, 16);
+	tend_buf_release(&b);
+	tend_buf_release(&memo);
+	return rc;
+}
+
+static int
+header_put(struct tend_txn *txn, struct tend_comp *c, uint64_t version,
+    bool token)
+{
+	return comp_put(txn, c, version, token, MEMO_KEEP);
+}
+
+int
+tend_memo_get(struct tend_txn *txn, const struct tend_engine *eng,
+    const struct tend_fp *cid, struct tend_bytes *out)
+{
+	struct hdr_row h;
+	int rc;
+
+	if (!eng->compact_rows)
+		return tend_store_get(txn, TEND_T_MEMO, cid->b, 16, out);
+	if ((rc = tend_store_get(txn, TEND_T_COMP, cid->b, 16, out)))
+		return rc;
+	if (tend_hdr_parse(&h, out->data, out->len) || !h.memo)
+		return TEND_ENOTFOUND;
+	out->data = h.memo;
+	out->len = h.memolen;
+	return 0;
+}
+
+/* Drop component `cid`'s memo, wherever it is kept */
+static int
+memo_drop(struct tend_txn *txn, const struct tend_engine *eng,
+    const struct tend_fp *cid)
+{
+	struct tend_buf b = TEND_BUF_INIT;
+	struct tend_bytes v;
+	struct hdr_row h;
+	int rc;
+
+	if (!eng->compact_rows)
+		return tend_store_del(txn, TEND_T_MEMO, cid->b, 16);
+	rc = tend_store_get(txn, TEND_T_COMP, cid->b, 16, &v);
+	if (rc == TEND_ENOTFOUND)
+		return 0;
+	if (rc)
+		return rc;
+	if (tend_hdr_parse(&h, v.data, v.len) || !h.memo)
+		return 0;
+	h.memo = NULL;
+	h.memolen = 0;
+	tend_hdr_encode(&b, &h, true);
+	rc = tend_store_put(txn, TEND_T_COMP, cid->b, 16, b.ptr, b.len);
 	tend_buf_release(&b);
 	return rc;
 }
@@ -934,8 +1022,7 @@ tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c)
 		if (rc)
 			return rc;
 	}
-	if (c->memo_delete &&
-	    (rc = tend_store_del(txn, TEND_T_MEMO, c->cid.b, 16)))
+	if (c->memo_delete && (rc = memo_drop(txn, c->eng, &c->cid)))
 		return rc;
 	if (c->failed)
 		return 0;
@@ -967,7 +1054,7 @@ tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c)
 	 * that the same input (a source brought back) could hit, while the
 	 * pending records wait for a body to settle them */
 	if (any && !c->memo_delete &&
-	    (rc = tend_store_del(txn, TEND_T_MEMO, c->cid.b, 16)))
+	    (rc = memo_drop(txn, c->eng, &c->cid)))
 		return rc;
 	if ((!c->existed && c->mode == MODE_BUILD) || any || c->token_was_set)
 		rc = header_put(txn, c, any ? c->curr : h.version, any);
@@ -1074,16 +1161,35 @@ collect_tombs(struct tend_txn *txn, struct tend_comp *c)
 	return more < 0 ? more : 0;
 }
 
+/* c's memo, its header as it is (format 3: in the header's row; a
+ * component without one, never committed, gets no memo) */
 static int
 put_memo(struct tend_txn *txn, struct tend_comp *c)
 {
-	struct tend_buf b = TEND_BUF_INIT;
+	struct tend_buf b = TEND_BUF_INIT, memo = TEND_BUF_INIT;
+	struct tend_bytes v;
+	struct hdr_row h;
 	int rc;
 
-	tend_memo_encode(&b, &c->mopts.input_fp, &c->mopts.logic_fp, c->deps,
-	    c->ndeps, c->eng->compact_rows);
-	rc = tend_store_put(txn, TEND_T_MEMO, c->cid.b, 16, b.ptr, b.len);
+	memo_encode(&memo, c);
+	if (!c->eng->compact_rows) {
+		rc = tend_store_put(txn, TEND_T_MEMO, c->cid.b, 16, memo.ptr,
+		    memo.len);
+		tend_buf_release(&memo);
+		return rc;
+	}
+	rc = tend_store_get(txn, TEND_T_COMP, c->cid.b, 16, &v);
+	if (rc == 0 && tend_hdr_parse(&h, v.data, v.len) == 0) {
+		h.memo = (const uint8_t *)memo.ptr;
+		h.memolen = memo.len;
+		tend_hdr_encode(&b, &h, true);
+		rc = tend_store_put(txn, TEND_T_COMP, c->cid.b, 16, b.ptr,
+		    b.len);
+	} else if (rc == TEND_ENOTFOUND || rc == 0) {
+		rc = 0;
+	}
 	tend_buf_release(&b);
+	tend_buf_release(&memo);
 	return rc;
 }
 
@@ -1120,7 +1226,7 @@ forget_component(struct tend_txn *txn, struct tend_comp *c)
 	if (rc == 0)
 		rc = items_del_prefix(txn, c->cid.b, 16, counted ? app : NULL,
 		    alen, &c->arena);
-	if (rc == 0)
+	if (rc == 0 && !c->eng->compact_rows)
 		rc = tend_store_del(txn, TEND_T_MEMO, c->cid.b, 16);
 	if (rc == 0 && counted && !c->has_parent) {
 		/* the app's root goes: it is no longer tracked */
@@ -1233,8 +1339,7 @@ tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
 			 * before our delete ran: its memo must not hide the
 			 * tombstone that waits for the retry */
 			if (c->has_parent &&
-			    (rc = tend_store_del(txn, TEND_T_MEMO,
-				 c->parent_cid.b, 16)))
+			    (rc = memo_drop(txn, c->eng, &c->parent_cid)))
 				return rc;
 			if (any_action)
 				rc = header_put(txn, c, c->curr, false);
@@ -1284,14 +1389,16 @@ tend_commit_comp(struct tend_txn *txn, struct tend_comp *c)
 	}
 	c->hdr_flags = (uint8_t)((c->hdr_flags & ~HDR_HAS_CHILDREN) |
 	    (c->nchildren || c->ngc ? HDR_HAS_CHILDREN : 0));
-	if (any_action || c->hdr_flags != c->stored_flags ||
-	    (c->token_was_set && !any_action)) {
-		if ((rc = header_put(txn, c, any_action ? c->curr : c->curr,
-			 false)))
-			return rc;
-	}
-	if (c->memoize && !c->child_failed && c->ndeferred == 0 &&
-	    !c->failed_before && (rc = put_memo(txn, c)))
+	bool memo = c->memoize && !c->child_failed && c->ndeferred == 0 &&
+	    !c->failed_before;
+	bool hdr = any_action || c->hdr_flags != c->stored_flags ||
+	    (c->token_was_set && !any_action);
+	/* one put for both when they share the row (format 3) */
+	if (hdr && (rc = comp_put(txn, c, c->curr, false,
+			memo && c->eng->compact_rows ? MEMO_SET : MEMO_KEEP)))
+		return rc;
+	if (memo && !(hdr && c->eng->compact_rows) &&
+	    (rc = put_memo(txn, c)))
 		return rc;
 	/* items left deferred: not memoised up the chain either (a retry
 	 * at the pass's end has outlived its parent, which saw this) */

@@ -68,10 +68,8 @@ tend_count_header_app(const struct tend_bytes *hdr, struct tend_arena *arena,
 {
 	struct hdr_row h;
 
-	if (tend_hdr_parse(&h, hdr->data, hdr->len) != 0) {
-		tend_error_clear();
+	if (tend_hdr_parse(&h, hdr->data, hdr->len) != 0)
 		return false;
-	}
 	*root = !h.has_parent;
 	return tend_count_path_app(h.path, h.pathlen, arena, app, applen);
 }

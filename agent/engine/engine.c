@@ -789,7 +789,7 @@ tend_engine_memo_matches(struct tend_engine *eng, const char *app,
 		return false;
 	struct memo_row m;
 
-	if (tend_store_get(txn, TEND_T_MEMO, cid.b, 16, &v) == 0 &&
+	if (tend_memo_get(txn, eng, &cid, &v) == 0 &&
 	    tend_memo_parse(&m, v.data, v.len) == 0 &&
 	    memcmp(m.input, input->b, 16) == 0 &&
 	    memcmp(m.logic, logic->b, 16) == 0)
@@ -1035,7 +1035,7 @@ mount_common(struct tend_comp *parent, const struct tend_key *path,
 			comp_free(c);
 			return rc;
 		}
-		rc = tend_store_get(txn, TEND_T_MEMO, c->cid.b, 16, &v);
+		rc = tend_memo_get(txn, eng, &c->cid, &v);
 		if (rc == 0 && !pass->full && !c->mopts.fresh &&
 		    memo_valid(eng, &v, &c->mopts)) {
 			memo_deps_up(parent, &v);

@@ -432,10 +432,13 @@ struct hdr_row {
 	const uint8_t *parent; /* 16 bytes if has_parent */
 	const uint8_t *proc, *path;
 	size_t proclen, pathlen;
+	const uint8_t *memo; /* layout 2: the memo that follows, or NULL */
+	size_t memolen;
 };
 void tend_hdr_encode(struct tend_buf *b, const struct hdr_row *h,
     bool compact);
-/* 0, or EINVALID (the error set) if the row is not a header */
+/* 0, or -1 if the row is not a header (no error is set: readers of
+ * many rows skip one; the pass's error stays) */
 int tend_hdr_parse(struct hdr_row *h, const void *data, size_t len);
 
 /* A component's memo; the pointers point into the row. */
@@ -449,6 +452,10 @@ struct memo_row {
 void tend_memo_encode(struct tend_buf *b, const struct tend_fp *input,
     const struct tend_fp *logic, const struct dep *deps, size_t n,
     bool compact);
+/* commit.c: component cid's memo row (or, format 3, the memo in its
+ * COMP row): 0 and its bytes, or TEND_ENOTFOUND */
+int tend_memo_get(struct tend_txn *txn, const struct tend_engine *eng,
+    const struct tend_fp *cid, struct tend_bytes *out);
 /* 0, or -1 if the row is not a whole memo */
 int tend_memo_parse(struct memo_row *m, const void *data, size_t len);
 /* The dependency at offset *at of m's (0 for the first), *at moved past

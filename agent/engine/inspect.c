@@ -79,18 +79,19 @@ leaf_name(struct tend_txn *txn, const struct tend_fp *tsid,
 		memcpy(prefix + 16, tsid->b, 16);
 		if (tend_store_iter_init(&it, txn, TEND_T_ITEM, prefix, 32))
 			continue;
-		if (tend_store_iter_next(&it, &k, &v) == 1 &&
-		    tend_item_decode(&item, v.data, v.len, a) == 0) {
-			*parent = item.parent;
-			*key = item.key;
-			*keylen = item.keylen;
-			found = true;
+		if (tend_store_iter_next(&it, &k, &v) == 1) {
+			if (tend_item_decode(&item, v.data, v.len, a) == 0) {
+				*parent = item.parent;
+				*key = item.key;
+				*keylen = item.keylen;
+				found = true;
+			} else
+				tend_error_clear(); /* (a row it cannot read) */
 		}
 		tend_store_iter_finish(&it);
 		if (found)
 			return true;
 	}
-	tend_error_clear();
 	return false;
 }
 
@@ -185,7 +186,6 @@ tend_inspect_comp_path(struct tend_txn *txn, const struct tend_fp *cid,
 		return TEND_ENOTFOUND;
 	}
 	if (tend_hdr_parse(&h, v.data, v.len) != 0) {
-		tend_error_clear();
 		tend_buf_puts(out, "?");
 		return TEND_EINVALID;
 	}
@@ -323,6 +323,21 @@ dump_body(struct tend_txn *txn, struct tend_buf *out, unsigned what)
 			}
 			tend_store_iter_finish(&it);
 		}
+		/* a store of format 3 keeps memos in the COMP rows */
+		tend_store_iter_init(&it, txn, TEND_T_COMP, NULL, 0);
+		while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
+			struct hdr_row h;
+			struct tend_fp cid;
+
+			if (k.len != 16 || tend_hdr_parse(&h, v.data, v.len) ||
+			    !h.memo)
+				continue;
+			memcpy(cid.b, k.data, 16);
+			tend_buf_puts(out, "memo ");
+			tend_inspect_comp_path(txn, &cid, out);
+			tend_buf_putc(out, '\n');
+		}
+		tend_store_iter_finish(&it);
 	}
 	tend_arena_finish(&a);
 	return 0;

@@ -269,7 +269,9 @@ tend_item_peek(const void *data, size_t len, bool *container,
  *   and bytes, path's length (4) and bytes.
  * layout 2: 2, flags (1: the low six bits, then HDR_TOKEN and
  *   HDR_PARENT), version, [token (16)], [parent (16)], processor's length
- *   and bytes, path's length and bytes; numbers in varints.
+ *   and bytes, path's length and bytes; numbers in varints; then, if the
+ *   component is memoised, its memo (layout 2, below): one row read and
+ *   written for both.
  */
 #define HDR_TOKEN 0x40
 #define HDR_PARENT 0x80
@@ -300,6 +302,8 @@ tend_hdr_encode(struct tend_buf *b, const struct hdr_row *h, bool compact)
 	tend_buf_put(b, h->proc, h->proclen);
 	put_num(b, compact, h->pathlen, 4);
 	tend_buf_put(b, h->path, h->pathlen);
+	if (compact && h->memolen)
+		tend_buf_put(b, h->memo, h->memolen);
 }
 
 int
@@ -311,7 +315,7 @@ tend_hdr_parse(struct hdr_row *h, const void *data, size_t len)
 
 	memset(h, 0, sizeof *h);
 	if (!rd_start(&r, data, len))
-		return tend_error_set(TEND_EINVALID, "store: bad component");
+		return -1;
 	if (r.compact) {
 		uint8_t f = (p = get_bytes(&r, 1)) ? p[0] : 0;
 
@@ -331,16 +335,22 @@ tend_hdr_parse(struct hdr_row *h, const void *data, size_t len)
 	}
 	uint64_t n = get_num(&r, 4);
 	if (r.bad || n > len)
-		return tend_error_set(TEND_EINVALID, "store: bad component");
+		return -1;
 	h->proclen = (size_t)n;
 	h->proc = get_bytes(&r, h->proclen);
 	n = get_num(&r, 4);
 	if (r.bad || n > len)
-		return tend_error_set(TEND_EINVALID, "store: bad component");
+		return -1;
 	h->pathlen = (size_t)n;
 	h->path = get_bytes(&r, h->pathlen);
-	if (r.bad || r.pos != len)
-		return tend_error_set(TEND_EINVALID, "store: bad component");
+	if (r.bad)
+		return -1;
+	/* layout 2: the component's memo may follow (a store of format 3
+	 * keeps it here, not in a MEMO row of its own) */
+	if (r.pos != len && (!r.compact || r.p[r.pos] != ROW_COMPACT))
+		return -1;
+	h->memo = r.pos != len ? r.p + r.pos : NULL;
+	h->memolen = len - r.pos;
 	return 0;
 }
 

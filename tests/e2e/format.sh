@@ -64,6 +64,8 @@ old_store() {
 	# an older tend reads every row this one wrote there
 	L=$("$STORE_TOOL" layouts .tend/store)
 	expect_not_in "$L" " 2:" "(format $F) a compact row in an old store"
+	expect_in "$L" "comp-memo 0" "(format $F) a memo in a component's row of an old store"
+	expect_in "$L" "memo 1:" "(format $F) the memos of an old store"
 	# and names every entry, as it did
 	[ "$(printf '%s\n' "$L" | sed -n 's/^name //p')" -ge 7 ] || fail "(format $F) an old store lost its entries' names: $L"
 
@@ -86,7 +88,10 @@ L=$("$STORE_TOOL" layouts .tend/store)
 expect_not_in "$L" " 1:" "a fixed-width row in a new store"
 expect_in "$L" "item 2:" "compact item rows"
 expect_in "$L" "comp 2:" "compact component rows"
-expect_in "$L" "memo 2:" "compact memo rows"
+# memos in their components' rows, not in MEMO rows of their own
+expect_not_in "$L" "memo 1:" "a MEMO row in a new store"
+expect_not_in "$L" "memo 2:" "a MEMO row in a new store"
+[ "$(printf '%s\n' "$L" | sed -n 's/^comp-memo //p')" -ge 7 ] || fail "memos not in the components' rows: $L"
 # NAME rows for containers only (an entry's name is in its item row):
 # the target directory and tend's root, not the 7 files
 [ "$(printf '%s\n' "$L" | sed -n 's/^name //p')" -le 3 ] || fail "a new store names its entries: $L"
