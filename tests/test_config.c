@@ -124,8 +124,8 @@ every_bad_value_is_reported(void **state)
 	    "tend.conf:7: app.a.exclusive: expected a boolean",
 	    "tend.conf:8: app.a.declare: expected copy, exec CMD",
 	    "tend.conf:9: app.a.max-delete: expected a whole number",
-	    "tend.conf:10: unknown section [weird] (there are [tend], [app "
-	    "\"NAME\"] and [plugin \"TYPE\"])",
+	    ("tend.conf:10: unknown section [weird] (there are [tend], [app "
+	     "\"NAME\"] and [plugin \"TYPE\"])"),
 	    "source must be relative",
 	};
 
