@@ -12,8 +12,10 @@
  *	store_tool layouts STORE    how many item, comp and memo rows are of
  *	                            each layout (their first byte): "item
  *	                            1:N 2:M" a line; then "comp-memo N",
- *	                            the COMP rows that hold a memo, and
- *	                            "name N", the NAME rows
+ *	                            the COMP rows that hold a memo,
+ *	                            "cex-path N", the CEX rows that spell
+ *	                            their child's path, and "name N", the
+ *	                            NAME rows
  */
 #include <stdio.h>
 #include <string.h>
@@ -120,6 +122,24 @@ layouts(struct tend_store *st)
 			}
 			tend_store_iter_finish(&it);
 			printf("comp-memo %lu\n", n);
+			if (more < 0)
+				rc = more;
+		}
+	}
+	/* how many CEX rows spell their child's path (format 3 leaves it
+	 * to the child's header) */
+	if (rc == 0) {
+		struct tend_iter it;
+		struct tend_bytes k, v;
+		unsigned long n = 0;
+		int more;
+
+		if ((rc = tend_store_iter_init(&it, txn, TEND_T_CEX, NULL,
+			 0)) == 0) {
+			while ((more = tend_store_iter_next(&it, &k, &v)) == 1)
+				n += v.len > 0;
+			tend_store_iter_finish(&it);
+			printf("cex-path %lu\n", n);
 			if (more < 0)
 				rc = more;
 		}

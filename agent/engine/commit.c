@@ -981,6 +981,24 @@ write_plans(struct tend_txn *txn, struct tend_comp *c)
 	return 0;
 }
 
+/* The existence row of new component c under its parent, with c's path
+ * (or, when c's header in this transaction has it, empty) */
+static int
+cex_eager(struct tend_txn *txn, struct tend_comp *c, bool path)
+{
+	uint8_t k[32];
+	struct tend_bytes v;
+	int rc;
+
+	memcpy(k, c->parent_cid.b, 16);
+	memcpy(k + 16, c->cid.b, 16);
+	rc = tend_store_get(txn, TEND_T_CEX, k, 32, &v);
+	if (rc == TEND_ENOTFOUND)
+		rc = tend_store_put(txn, TEND_T_CEX, k, 32,
+		    path ? c->path.ptr : "", path ? c->path.len : 0);
+	return rc;
+}
+
 int
 tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c)
 {
@@ -1006,26 +1024,15 @@ tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c)
 	c->curr = h.version + 1;
 	c->hdr_flags = h.flags;
 	c->stored_flags = h.flags;
-	if (c->has_parent && c->mode == MODE_BUILD && !c->existed) {
-		/* eager existence row, so a later GC finds this component
-		 * even if its parent never commits (a known component has
-		 * one: see the pre-flight skip in commit) */
-		uint8_t k[32];
-		struct tend_bytes v;
-
-		memcpy(k, c->parent_cid.b, 16);
-		memcpy(k + 16, c->cid.b, 16);
-		rc = tend_store_get(txn, TEND_T_CEX, k, 32, &v);
-		if (rc == TEND_ENOTFOUND)
-			rc = tend_store_put(txn, TEND_T_CEX, k, 32, c->path.ptr,
-			    c->path.len);
-		if (rc)
-			return rc;
-	}
+	/* eager existence row, so a later GC finds this component even if
+	 * its parent never commits (a known component has one: see the
+	 * pre-flight skip in commit); in this transaction, with its header
+	 * (below) or, when it fails first, with its path */
+	bool eager = c->has_parent && c->mode == MODE_BUILD && !c->existed;
 	if (c->memo_delete && (rc = memo_drop(txn, c->eng, &c->cid)))
 		return rc;
 	if (c->failed)
-		return 0;
+		return eager ? cex_eager(txn, c, true) : 0;
 	if ((rc = merge_walk(txn, c))) {
 		if (rc == TEND_ERETRY && tend_error_code() == TEND_ERETRY)
 			return rc;
@@ -1037,7 +1044,7 @@ tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c)
 		c->error = tend_xstrdup(tend_error_last());
 		c->nplans = 0;
 		tend_comp_withhold_memos(c->parent);
-		return 0;
+		return eager ? cex_eager(txn, c, true) : 0;
 	}
 	if ((rc = write_plans(txn, c)))
 		return rc;
@@ -1058,6 +1065,10 @@ tend_precommit_comp(struct tend_txn *txn, struct tend_comp *c)
 		return rc;
 	if ((!c->existed && c->mode == MODE_BUILD) || any || c->token_was_set)
 		rc = header_put(txn, c, any ? c->curr : h.version, any);
+	/* (its header has its path: a store of format 3 does not repeat
+	 * it) */
+	if (rc == 0 && eager)
+		rc = cex_eager(txn, c, !c->eng->compact_rows);
 	if (!any)
 		c->curr = h.version; /* nothing appended */
 	return rc;
@@ -1125,12 +1136,36 @@ existence_diff(struct tend_txn *txn, struct tend_comp *c, bool none)
 			gone = tend_xrealloc(gone, cgone * sizeof *gone);
 		}
 		gone[ngone].cid = cid;
-		gone[ngone].path = tend_arena_memdup(&c->arena, v.data, v.len);
+		gone[ngone].path = v.len ? tend_arena_memdup(&c->arena, v.data,
+		    v.len) : NULL;
 		gone[ngone].len = v.len;
 		ngone++;
 	}
 	tend_store_iter_finish(&it);
 	rc = more < 0 ? more : 0;
+	/* a row of format 3 leaves the path to the child's header (read
+	 * once the cursor is done) */
+	for (size_t i = 0; i < ngone && rc == 0;) {
+		struct tend_bytes hv;
+		struct hdr_row h;
+
+		if (gone[i].path) {
+			i++;
+			continue;
+		}
+		rc = tend_store_get(txn, TEND_T_COMP, gone[i].cid.b, 16, &hv);
+		if (rc == 0 && tend_hdr_parse(&h, hv.data, hv.len) == 0) {
+			gone[i].path = tend_arena_memdup(&c->arena, h.path,
+			    h.pathlen);
+			gone[i].len = h.pathlen;
+			i++;
+		} else if (rc == 0 || rc == TEND_ENOTFOUND) {
+			/* (never: its header came with its row) the row
+			 * stays, nothing to delete is known */
+			gone[i] = gone[--ngone];
+			rc = 0;
+		}
+	}
 	for (size_t i = 0; i < ngone && rc == 0; i++) {
 		uint8_t key[32];
 

@@ -312,9 +312,15 @@ dump_body(struct tend_txn *txn, struct tend_buf *out, unsigned what)
 				struct tend_fp cid;
 
 				tend_buf_printf(out, "%s ", tabs[i].name);
-				if (tabs[i].t == TEND_T_CEX ||
-				    tabs[i].t == TEND_T_TOMB) {
+				if ((tabs[i].t == TEND_T_CEX ||
+					tabs[i].t == TEND_T_TOMB) &&
+				    v.len) {
 					format_path(out, v.data, v.len, &a);
+				} else if (tabs[i].t == TEND_T_CEX) {
+					/* format 3: the child's header has
+					 * its path */
+					memcpy(cid.b, k.data + 16, 16);
+					tend_inspect_comp_path(txn, &cid, out);
 				} else {
 					memcpy(cid.b, k.data, 16);
 					tend_inspect_comp_path(txn, &cid, out);

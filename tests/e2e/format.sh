@@ -65,6 +65,7 @@ old_store() {
 	L=$("$STORE_TOOL" layouts .tend/store)
 	expect_not_in "$L" " 2:" "(format $F) a compact row in an old store"
 	expect_in "$L" "comp-memo 0" "(format $F) a memo in a component's row of an old store"
+	[ "$(printf '%s\n' "$L" | sed -n 's/^cex-path //p')" -ge 7 ] || fail "(format $F) an old store's existence rows lost their paths: $L"
 	expect_in "$L" "memo 1:" "(format $F) the memos of an old store"
 	# and names every entry, as it did
 	[ "$(printf '%s\n' "$L" | sed -n 's/^name //p')" -ge 7 ] || fail "(format $F) an old store lost its entries' names: $L"
@@ -92,6 +93,7 @@ expect_in "$L" "comp 2:" "compact component rows"
 expect_not_in "$L" "memo 1:" "a MEMO row in a new store"
 expect_not_in "$L" "memo 2:" "a MEMO row in a new store"
 [ "$(printf '%s\n' "$L" | sed -n 's/^comp-memo //p')" -ge 7 ] || fail "memos not in the components' rows: $L"
+expect_in "$L" "cex-path 0" "a new store's existence rows repeat their children's paths"
 # NAME rows for containers only (an entry's name is in its item row):
 # the target directory and tend's root, not the 7 files
 [ "$(printf '%s\n' "$L" | sed -n 's/^name //p')" -le 3 ] || fail "a new store names its entries: $L"
