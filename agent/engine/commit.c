@@ -959,7 +959,11 @@ write_plans(struct tend_txn *txn, struct tend_comp *c)
 		if (p->claim && (rc = tend_store_put(txn, TEND_T_OWNER,
 				     p->tsid.b, 16, c->cid.b, 16)))
 			return rc;
-		if (p->new_item && p->prov) {
+		/* (a state tracked as a leaf before, declared as a
+		 * container now, is named now: a store of format 3 did not
+		 * name it as a leaf) */
+		if (p->prov && (p->new_item ||
+				   (c->eng->compact_rows && p->item.container))) {
 			struct tend_provider *pr = p->prov;
 
 			if (pr->name_key.len &&
