@@ -103,11 +103,71 @@ count_add(struct tend_txn *txn, const char *app, size_t len,
  */
 enum memo_op { MEMO_KEEP, MEMO_DROP, MEMO_SET };
 
-static void
-memo_encode(struct tend_buf *b, const struct tend_comp *c)
+#define MCTX_KEY "mctx/"
+
+/* c's memo; in a store of format 3 its context (logic, dependencies)
+ * goes into META once, and the memo names it */
+static int
+memo_encode(struct tend_txn *txn, struct tend_buf *b,
+    const struct tend_comp *c)
 {
-	tend_memo_encode(b, &c->mopts.input_fp, &c->mopts.logic_fp, c->deps,
-	    c->ndeps, c->eng->compact_rows);
+	struct tend_buf ctx = TEND_BUF_INIT;
+	uint8_t key[sizeof MCTX_KEY - 1 + 8];
+	struct tend_bytes v;
+	int rc;
+
+	if (!c->eng->compact_rows) {
+		tend_memo_encode(b, &c->mopts.input_fp, &c->mopts.logic_fp,
+		    c->deps, c->ndeps, false);
+		return 0;
+	}
+	tend_memo_ctx_encode(&ctx, &c->mopts.logic_fp, c->deps, c->ndeps);
+	struct tend_fp id = tend_fp_bytes(ctx.ptr, ctx.len);
+	memcpy(key, MCTX_KEY, sizeof MCTX_KEY - 1);
+	memcpy(key + sizeof MCTX_KEY - 1, id.b, 8);
+	rc = tend_store_get(txn, TEND_T_META, key, sizeof key, &v);
+	if (rc == TEND_ENOTFOUND)
+		rc = tend_store_put(txn, TEND_T_META, key, sizeof key, ctx.ptr,
+		    ctx.len);
+	if (rc == 0)
+		tend_memo_shared_encode(b, &c->mopts.input_fp, id.b);
+	tend_buf_release(&ctx);
+	return rc;
+}
+
+int
+tend_memo_load(struct tend_txn *txn, struct tend_engine *eng,
+    const struct tend_fp *cid, struct memo_row *m)
+{
+	struct tend_bytes v;
+	int rc = tend_memo_get(txn, eng, cid, &v);
+
+	if (rc)
+		return rc;
+	if (tend_memo_parse(m, v.data, v.len) != 0)
+		return TEND_EINVALID;
+	if (!m->ctx)
+		return 0;
+	struct mctx *x = NULL;
+	for (size_t i = 0; i < sizeof eng->mctx / sizeof *eng->mctx && !x; i++)
+		if (eng->mctx[i].bytes &&
+		    memcmp(eng->mctx[i].id, m->ctx, 8) == 0)
+			x = &eng->mctx[i];
+	if (!x) {
+		uint8_t key[sizeof MCTX_KEY - 1 + 8];
+
+		memcpy(key, MCTX_KEY, sizeof MCTX_KEY - 1);
+		memcpy(key + sizeof MCTX_KEY - 1, m->ctx, 8);
+		if (tend_store_get(txn, TEND_T_META, key, sizeof key, &v))
+			return TEND_EINVALID; /* (never: it came first) */
+		x = &eng->mctx[eng->mctx_next++ % (sizeof eng->mctx /
+						     sizeof *eng->mctx)];
+		free(x->bytes);
+		memcpy(x->id, m->ctx, 8);
+		x->bytes = tend_xmemdup(v.data, v.len);
+		x->len = v.len;
+	}
+	return tend_memo_ctx_parse(m, x->bytes, x->len) ? TEND_EINVALID : 0;
 }
 
 static int
@@ -141,8 +201,10 @@ comp_put(struct tend_txn *txn, struct tend_comp *c, uint64_t version,
 			count_add(txn, app, alen, &d);
 		}
 	}
-	if (m == MEMO_SET)
-		memo_encode(&memo, c);
+	if (m == MEMO_SET && (rc = memo_encode(txn, &memo, c))) {
+		tend_buf_release(&memo);
+		return rc;
+	}
 
 	const char *proc = c->processor ? c->processor : "";
 	struct hdr_row h = {.version = version,
@@ -1210,7 +1272,10 @@ put_memo(struct tend_txn *txn, struct tend_comp *c)
 	struct hdr_row h;
 	int rc;
 
-	memo_encode(&memo, c);
+	if ((rc = memo_encode(txn, &memo, c))) {
+		tend_buf_release(&memo);
+		return rc;
+	}
 	if (!c->eng->compact_rows) {
 		rc = tend_store_put(txn, TEND_T_MEMO, c->cid.b, 16, memo.ptr,
 		    memo.len);

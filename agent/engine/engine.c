@@ -362,6 +362,8 @@ tend_engine_close(struct tend_engine *eng)
 	tend_store_close(eng->st);
 	for (size_t i = 0; i < eng->nres; i++)
 		free(eng->res[i].name);
+	for (size_t i = 0; i < sizeof eng->mctx / sizeof *eng->mctx; i++)
+		free(eng->mctx[i].bytes);
 	free(eng->res);
 	free(eng->subs);
 	free(eng->state_dir);
@@ -781,7 +783,6 @@ tend_engine_memo_matches(struct tend_engine *eng, const char *app,
     const struct tend_fp *logic)
 {
 	struct tend_txn *txn;
-	struct tend_bytes v;
 	bool ok = false;
 	struct tend_fp cid = tend_engine_app_cid(eng, app, path, npath);
 
@@ -789,8 +790,7 @@ tend_engine_memo_matches(struct tend_engine *eng, const char *app,
 		return false;
 	struct memo_row m;
 
-	if (tend_memo_get(txn, eng, &cid, &v) == 0 &&
-	    tend_memo_parse(&m, v.data, v.len) == 0 &&
+	if (tend_memo_load(txn, eng, &cid, &m) == 0 &&
 	    memcmp(m.input, input->b, 16) == 0 &&
 	    memcmp(m.logic, logic->b, 16) == 0)
 		ok = true;
@@ -844,15 +844,12 @@ deps_up(struct tend_comp *parent, const struct dep *deps, size_t n)
 
 /* the dependencies stored in a valid memo (memo_valid checked them) */
 static void
-memo_deps_up(struct tend_comp *parent, const struct tend_bytes *v)
+memo_deps_up(struct tend_comp *parent, const struct memo_row *m)
 {
-	struct memo_row m;
 	struct dep dep;
 	size_t at = 0;
 
-	if (tend_memo_parse(&m, v->data, v->len) != 0)
-		return;
-	for (size_t i = 0; i < m.ndeps && tend_memo_dep_next(&m, &at, &dep);
+	for (size_t i = 0; i < m->ndeps && tend_memo_dep_next(m, &at, &dep);
 	     i++)
 		deps_up(parent, &dep, 1);
 }
@@ -958,18 +955,16 @@ tend_provider_attachment(struct tend_provider *p, const char *type,
 /* ---- mounting ---- */
 
 static bool
-memo_valid(struct tend_engine *eng, const struct tend_bytes *v,
+memo_valid(struct tend_engine *eng, const struct memo_row *m,
     const struct tend_mount_opts *o)
 {
-	struct memo_row m;
 	struct dep d;
 	size_t at = 0;
 
-	if (tend_memo_parse(&m, v->data, v->len) != 0 ||
-	    memcmp(m.input, o->input_fp.b, 16) ||
-	    memcmp(m.logic, o->logic_fp.b, 16))
+	if (memcmp(m->input, o->input_fp.b, 16) ||
+	    memcmp(m->logic, o->logic_fp.b, 16))
 		return false;
-	for (size_t i = 0; i < m.ndeps && tend_memo_dep_next(&m, &at, &d);
+	for (size_t i = 0; i < m->ndeps && tend_memo_dep_next(m, &at, &d);
 	     i++) {
 		struct tend_provider *prov = tend_registry_get(&eng->reg, &d.id);
 		/* R25: an absent provider is not a mismatch */
@@ -1029,23 +1024,24 @@ mount_common(struct tend_comp *parent, const struct tend_key *path,
 	c->status_out = use ? &status : NULL;
 	if (c->memoize) {
 		struct tend_txn *txn = NULL;
-		struct tend_bytes v;
 
 		if ((rc = tend_store_read_begin(eng->st, &txn))) {
 			comp_free(c);
 			return rc;
 		}
-		rc = tend_memo_get(txn, eng, &c->cid, &v);
+		struct memo_row m;
+
+		rc = tend_memo_load(txn, eng, &c->cid, &m);
 		if (rc == 0 && !pass->full && !c->mopts.fresh &&
-		    memo_valid(eng, &v, &c->mopts)) {
-			memo_deps_up(parent, &v);
+		    memo_valid(eng, &m, &c->mopts)) {
+			memo_deps_up(parent, &m);
 			tend_store_read_end(txn);
 			pass->stats.unchanged++;
 			comp_free(c);
 			return 0;
 		}
 		/* R18: a memo that cannot be reused goes before the body */
-		c->memo_delete = rc == 0;
+		c->memo_delete = rc != TEND_ENOTFOUND;
 		tend_store_read_end(txn);
 	}
 	tend_error_clear();

@@ -369,6 +369,14 @@ struct tend_engine {
 	void *comp_arg;
 	bool local_ids; /* the store's format >= 2: engine.c's ids */
 	bool compact_rows; /* format >= 3: rows.c's compact layout */
+	/* memo contexts read (format 3): id -> bytes, a few, replaced
+	 * round-robin; an id names one content for good */
+	struct mctx {
+		uint8_t id[8];
+		uint8_t *bytes;
+		size_t len;
+	} mctx[16];
+	size_t mctx_next;
 };
 
 /* engine.c: the id of a component from its encoded path (inspect.h) */
@@ -448,7 +456,22 @@ struct memo_row {
 	const uint8_t *deps; /* tend_memo_dep_next walks them */
 	size_t depslen;
 	bool compact;
+	/* layout 3: the id of its context (logic and dependencies), which
+	 * tend_memo_load resolves; NULL in the others */
+	const uint8_t *ctx;
 };
+#define MEMO_SHARED 3 /* a memo's layout 3 (rows.c) */
+void tend_memo_ctx_encode(struct tend_buf *b, const struct tend_fp *logic,
+    const struct dep *deps, size_t n);
+void tend_memo_shared_encode(struct tend_buf *b, const struct tend_fp *input,
+    const uint8_t ctx[8]);
+int tend_memo_ctx_parse(struct memo_row *m, const void *data, size_t len);
+/* commit.c: component cid's memo, parsed, its context resolved (m's
+ * pointers valid until the next write in txn or the next load): 0,
+ * TEND_ENOTFOUND (none) or TEND_EINVALID (one that cannot be read; no
+ * error is set) */
+int tend_memo_load(struct tend_txn *txn, struct tend_engine *eng,
+    const struct tend_fp *cid, struct memo_row *m);
 void tend_memo_encode(struct tend_buf *b, const struct tend_fp *input,
     const struct tend_fp *logic, const struct dep *deps, size_t n,
     bool compact);

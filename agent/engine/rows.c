@@ -347,7 +347,8 @@ tend_hdr_parse(struct hdr_row *h, const void *data, size_t len)
 		return -1;
 	/* layout 2: the component's memo may follow (a store of format 3
 	 * keeps it here, not in a MEMO row of its own) */
-	if (r.pos != len && (!r.compact || r.p[r.pos] != ROW_COMPACT))
+	if (r.pos != len && (!r.compact || (r.p[r.pos] != ROW_COMPACT &&
+					       r.p[r.pos] != MEMO_SHARED)))
 		return -1;
 	h->memo = r.pos != len ? r.p + r.pos : NULL;
 	h->memolen = len - r.pos;
@@ -377,12 +378,69 @@ tend_memo_encode(struct tend_buf *b, const struct tend_fp *input,
 	}
 }
 
+/*
+ * layout 3 (format 3, in the COMP row): 3, input fp (16), the id (8) of
+ * the memo's context: its logic fp and dependencies, the same for most
+ * components of an app, kept once in META under "mctx/" and the id (the
+ * first 8 bytes of their XXH3-128: an id names one content for good, so
+ * a cache of them never goes stale). tend_memo_parse leaves m->ctx set
+ * and the logic and dependencies to tend_memo_ctx_parse.
+ */
+void
+tend_memo_ctx_encode(struct tend_buf *b, const struct tend_fp *logic,
+    const struct dep *deps, size_t n)
+{
+	tend_buf_put(b, logic->b, 16);
+	tend_varint_put(b, n);
+	for (size_t i = 0; i < n; i++) {
+		tend_buf_put(b, deps[i].id.b, 16);
+		tend_varint_put(b, deps[i].gen_id);
+		tend_varint_put(b, deps[i].gen_schema);
+	}
+}
+
+void
+tend_memo_shared_encode(struct tend_buf *b, const struct tend_fp *input,
+    const uint8_t ctx[8])
+{
+	tend_buf_putc(b, MEMO_SHARED);
+	tend_buf_put(b, input->b, 16);
+	tend_buf_put(b, ctx, 8);
+}
+
+/* the logic and dependencies of m (m->ctx's) from the context's bytes */
+int
+tend_memo_ctx_parse(struct memo_row *m, const void *data, size_t len)
+{
+	struct rd r = {data, len, 0, true, false};
+
+	m->logic = get_bytes(&r, 16);
+	uint64_t n = get_num(&r, 4);
+	if (r.bad || n > len)
+		return -1;
+	m->ndeps = (size_t)n;
+	m->compact = true;
+	m->deps = r.p + r.pos;
+	m->depslen = len - r.pos;
+	struct dep d;
+	size_t at = 0;
+	for (size_t i = 0; i < m->ndeps; i++)
+		if (!tend_memo_dep_next(m, &at, &d))
+			return -1;
+	return at == m->depslen ? 0 : -1;
+}
+
 int
 tend_memo_parse(struct memo_row *m, const void *data, size_t len)
 {
 	struct rd r;
 
 	memset(m, 0, sizeof *m);
+	if (len == 25 && ((const uint8_t *)data)[0] == MEMO_SHARED) {
+		m->input = (const uint8_t *)data + 1;
+		m->ctx = (const uint8_t *)data + 17;
+		return 0;
+	}
 	if (!rd_start(&r, data, len))
 		return -1;
 	m->input = get_bytes(&r, 16);

@@ -31,6 +31,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (!tend_memo_dep_next(&m, &at, &d))
 				__builtin_trap(); /* parse said they were whole */
 	}
+	/* a memo context (format 3's META rows) */
+	if (tend_memo_ctx_parse(&m, data, size) == 0) {
+		struct dep d;
+		size_t at = 0;
+
+		for (size_t i = 0; i < m.ndeps; i++)
+			if (!tend_memo_dep_next(&m, &at, &d))
+				__builtin_trap();
+	}
 	tend_error_clear();
 	tend_arena_finish(&a);
 	return 0;

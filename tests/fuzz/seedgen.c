@@ -81,6 +81,14 @@ main(int argc, char **argv)
 		tend_memo_encode(&b, &fp, &fp, deps, 2, compact);
 		snprintf(name, sizeof name, "memo-%s", compact ? "c" : "f");
 		save(argv[2], name, &b);
+		if (compact) {
+			tend_buf_reset(&b);
+			tend_memo_shared_encode(&b, &fp, uuid);
+			save(argv[2], "memo-s", &b);
+			tend_buf_reset(&b);
+			tend_memo_ctx_encode(&b, &fp, deps, 2);
+			save(argv[2], "memo-ctx", &b);
+		}
 	}
 	tend_buf_release(&b);
 	tend_buf_release(&k);
