@@ -335,6 +335,68 @@ plan_tag_stays(struct cli *c, const struct tend_event *ev)
 	return stays;
 }
 
+/* The i-th quoted string of a key spelled as plan spells it (a tuple:
+ * ("repo", "refs/heads/x", "")), in *out; false if there is none */
+static bool
+key_str_at(const char *k, int i, struct tend_buf *out)
+{
+	tend_buf_reset(out);
+	for (int n = 0; (k = strchr(k, '"')); n++) {
+		for (k++; *k && *k != '"'; k++) {
+			if (*k == '\\' && k[1])
+				k++;
+			if (n == i)
+				tend_buf_putc(out, *k);
+		}
+		if (n == i)
+			return *k == '"';
+		if (!*k)
+			return false;
+		k++;
+	}
+	return false;
+}
+
+/*
+ * plan: a git container whose entries the sync removes (an app moved to
+ * another ref, or dropped) on a ref checked out in a working tree that
+ * no app allows: the sync refuses that commit, so plan says so (a new
+ * user's trial: plan counted the move as pending, the sync failed it)
+ */
+static void
+plan_checked_out(struct cli *c, const struct tend_event *ev)
+{
+	struct tend_buf repo = TEND_BUF_INIT, ref = TEND_BUF_INIT;
+
+	if (!c->ws || !ev->container || ev->op != TEND_OP_DELETE ||
+	    !ev->provider || strcmp(ev->provider, "@tend/git") != 0 ||
+	    !ev->key || !key_str_at(ev->key, 0, &repo) ||
+	    !key_str_at(ev->key, 1, &ref))
+		goto out;
+	for (size_t i = 0; i < c->ws->cfg.napps; i++) {
+		const struct tend_app_config *a = &c->ws->cfg.apps[i];
+
+		if (a->target == TEND_TARGET_GIT && a->allow_checked_out &&
+		    strcmp(a->target_path, repo.ptr) == 0 &&
+		    strcmp(a->ref, ref.ptr) == 0)
+			goto out;
+	}
+	char *path = path_join(c->ws->root, repo.ptr);
+	char *where = tend_git_checked_out(path, ref.ptr);
+	if (where) {
+		c->plan_failed++;
+		fprintf(stderr, "tend: %s: %s is checked out in %s: the sync "
+				"refuses to remove tend's entries from it (they "
+				"go once it is not checked out)\n",
+		    ev->app, ref.ptr, where);
+	}
+	free(where);
+	free(path);
+out:
+	tend_buf_release(&repo);
+	tend_buf_release(&ref);
+}
+
 void
 on_event(const struct tend_event *ev, void *arg)
 {
@@ -347,6 +409,7 @@ on_event(const struct tend_event *ev, void *arg)
 			break;
 		c->pending = true;
 		bool tag_stays = plan_tag_stays(c, ev);
+		plan_checked_out(c, ev);
 		/* counted as sync counts what it applies: the entries, and
 		 * a container's delete (a new target directory is listed,
 		 * not counted: sync's "2 created" is plan's "2 to create") */

@@ -155,6 +155,10 @@ run sync; expect_rc 0 "allowed"
 git -C wt reset -q --hard
 before=$(git -C wt rev-parse pages)
 sed -i 's|ref = refs/heads/pages|ref = refs/heads/other|; /allow-checked-out/d' tend.conf
+# plan says the sync will refuse it (a new user's trial: exit 3, nothing
+# said, and the sync failed)
+run plan; expect_rc 1 "plan: moving away from a checked-out ref"
+expect_in "$ERR" "refs/heads/pages is checked out in" "plan names the checked-out old ref"
 run sync; expect_rc 1 "moving away from a checked-out ref, the setting removed"
 expect_in "$ERR" "refs/heads/pages is checked out in" "the old ref's refusal names it"
 [ "$(git -C wt rev-parse pages)" = "$before" ] || fail "tend committed to a checked-out ref after its setting went"
