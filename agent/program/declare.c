@@ -1005,6 +1005,21 @@ root_body(struct tend_comp *c, void *arg)
 		r->app->declare == TEND_DECLARE_EXEC);
 	if (r->app->declare == TEND_DECLARE_EXEC)
 		prerun_exec(c, r, fast, gid, gsc);
+	/* the gone first, as an incremental pass has them: their deletes go
+	 * in the first batches, so a file that became a directory (or one
+	 * that replaced a directory) finds its way clear in any batch (a new
+	 * user's trial: in a pass of more than one batch its write came
+	 * first and failed, "out/x is not a directory: tend does not remove
+	 * what it did not write", and a second sync was needed) */
+	for (size_t i = 0; i < r->nvanished; i++) {
+		struct tend_key path[2] = {tend_key_symbol("files"),
+		    tend_key_str(r->vanished[i])};
+
+		if (r->hold)
+			tend_mount_keep(c, path, 2);
+		else
+			tend_mount_gone(c, path, 2);
+	}
 	for (size_t i = 0; i < r->nitems; i++) {
 		struct item *it = &r->items[i];
 		struct tend_key path[2] = {tend_key_symbol("files"),
@@ -1019,15 +1034,6 @@ root_body(struct tend_comp *c, void *arg)
 		}
 		if ((rc = mount_item(c, r, it)))
 			return rc;
-	}
-	for (size_t i = 0; i < r->nvanished; i++) {
-		struct tend_key path[2] = {tend_key_symbol("files"),
-		    tend_key_str(r->vanished[i])};
-
-		if (r->hold)
-			tend_mount_keep(c, path, 2);
-		else
-			tend_mount_gone(c, path, 2);
 	}
 	if (r->app->manifest && r->app->target == TEND_TARGET_DIR)
 		return declare_manifest(c, r);

@@ -157,4 +157,25 @@ run plan --json; expect_in "$OUT" '"path": "out/b", "replaces": true' "switch: p
 run sync; expect_rc 0 "switch: sync"
 expect_file out/b b; expect_gone out/stray
 cd ..
+
+# a file that becomes a directory, and a directory that becomes a file,
+# in a pass of many batches with many deletes (a new user's trial: the
+# new entry's write came in a batch before the old one's delete, failed
+# with "out/x is not a directory: tend does not remove what it did not
+# write", and a second sync was needed)
+rm -rf src out .tend; mkdir -p src/gone src/x src/y
+i=0; while [ $i -lt 40 ]; do echo "g$i" > src/gone/f$i; i=$((i+1)); done
+echo x > src/x/f; echo file > src/y/was-file; echo d > src/y/d1; echo d > src/y/d2
+mkdir src/y/dir; echo in > src/y/dir/a; echo in > src/y/dir/b
+printf '[app "fd"]\n\tsource = src\n\ttarget = dir:out\n\tmax-delete = 1000\n' > tend.conf
+run sync; expect_rc 0 "fd: first sync"
+rm -r src/gone
+rm src/y/was-file; mkdir src/y/was-file; echo now > src/y/was-file/n
+rm -r src/y/dir; echo nowfile > src/y/dir
+TEND_BATCH=4 run sync; expect_rc 0 "fd: file <-> directory in a pass of many batches ($ERR)"
+expect_not_in "$ERR" "not a directory" "fd: no write before the delete it waits for"
+expect_file out/y/was-file/n now
+expect_file out/y/dir nowfile
+diff -r src out >/dev/null || fail "fd: out differs: $(diff -r src out)"
+run check; expect_rc 0 "fd: no drift"
 finish
