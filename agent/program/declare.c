@@ -916,6 +916,59 @@ app_target_names(struct tend_ws *ws, const struct tend_app_config *app,
 	return p != NULL;
 }
 
+/* The first of r's items (sorted by path) not before key[0..len) */
+static size_t
+item_lower(const struct run *r, const char *key, size_t len)
+{
+	size_t lo = 0, hi = r->nitems;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		const struct item *it = &r->items[mid];
+		size_t n = it->len < len ? it->len : len;
+		int d = memcmp(it->rel, key, n);
+
+		if (d < 0 || (d == 0 && it->len < len))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Is there an item at `rel` exactly, or, with `under`, under rel/? */
+static bool
+item_at(const struct run *r, const char *rel, size_t len, bool under)
+{
+	char *key = tend_xmalloc(len + 2);
+
+	memcpy(key, rel, len);
+	key[len] = '/';
+	size_t klen = len + (under ? 1 : 0);
+	size_t i = item_lower(r, key, klen);
+	const struct item *it = i < r->nitems ? &r->items[i] : NULL;
+	bool yes = it && it->len >= klen && memcmp(it->rel, key, klen) == 0 &&
+	    (under || it->len == len);
+	free(key);
+	return yes;
+}
+
+/* A vanished source whose path is a directory of present ones now (a
+ * file that became a directory), or under a path that is a present
+ * file now (a directory that became a file) */
+static bool
+gone_in_the_way(const struct run *r, const char *v)
+{
+	size_t len = strlen(v);
+
+	if (item_at(r, v, len, true))
+		return true;
+	for (size_t i = len; i-- > 0;)
+		if (v[i] == '/' && item_at(r, v, i, false))
+			return true;
+	return false;
+}
+
 int
 root_body(struct tend_comp *c, void *arg)
 {
@@ -1005,19 +1058,20 @@ root_body(struct tend_comp *c, void *arg)
 		r->app->declare == TEND_DECLARE_EXEC);
 	if (r->app->declare == TEND_DECLARE_EXEC)
 		prerun_exec(c, r, fast, gid, gsc);
-	/* the gone first, as an incremental pass has them: their deletes go
-	 * in the first batches, so a file that became a directory (or one
-	 * that replaced a directory) finds its way clear in any batch (a new
-	 * user's trial: in a pass of more than one batch its write came
-	 * first and failed, "out/x is not a directory: tend does not remove
-	 * what it did not write", and a second sync was needed) */
-	for (size_t i = 0; i < r->nvanished; i++) {
+	/* a gone file where a directory is now, or one under a path that
+	 * is a file now, first: its delete goes in the first batch, so the
+	 * new entry finds its way clear in any batch (a new user's trial: in
+	 * a pass of more than one batch the write came first and failed,
+	 * "out/x is not a directory: tend does not remove what it did not
+	 * write", and a second sync was needed). The other gone go last, so
+	 * that a source that now declares one of their entries takes it
+	 * over (an update) rather than see it deleted and written again
+	 * (another trial: a renamed folder under name = {name}). */
+	for (size_t i = 0; !r->hold && i < r->nvanished; i++) {
 		struct tend_key path[2] = {tend_key_symbol("files"),
 		    tend_key_str(r->vanished[i])};
 
-		if (r->hold)
-			tend_mount_keep(c, path, 2);
-		else
+		if (gone_in_the_way(r, r->vanished[i]))
 			tend_mount_gone(c, path, 2);
 	}
 	for (size_t i = 0; i < r->nitems; i++) {
@@ -1034,6 +1088,16 @@ root_body(struct tend_comp *c, void *arg)
 		}
 		if ((rc = mount_item(c, r, it)))
 			return rc;
+	}
+	for (size_t i = 0; i < r->nvanished; i++) {
+		struct tend_key path[2] = {tend_key_symbol("files"),
+		    tend_key_str(r->vanished[i])};
+
+		/* (mounted first, above: a second mount does nothing) */
+		if (r->hold)
+			tend_mount_keep(c, path, 2);
+		else
+			tend_mount_gone(c, path, 2);
 	}
 	if (r->app->manifest && r->app->target == TEND_TARGET_DIR)
 		return declare_manifest(c, r);

@@ -178,4 +178,19 @@ expect_file out/y/was-file/n now
 expect_file out/y/dir nowfile
 diff -r src out >/dev/null || fail "fd: out differs: $(diff -r src out)"
 run check; expect_rc 0 "fd: no drift"
+
+# ... while a folder renamed under name = {name} keeps its entries: the
+# source that declares them now takes them over, in any batch (a new
+# user's trial: with the gone sources' deletes first, they were deleted
+# and written again, and counted so)
+rm -rf src out .tend; mkdir -p src/a
+i=0; while [ $i -lt 30 ]; do echo "a$i" > src/a/f$i; i=$((i+1)); done
+printf '[app "flat"]\n\tsource = src\n\tname = {name}\n\ttarget = dir:out\n\tmax-delete = 1000\n' > tend.conf
+run sync; expect_rc 0 "flat: first sync"
+ino=$(stat -c %i out/f7)
+mv src/a src/b
+TEND_BATCH=4 run sync; expect_rc 0 "flat: a renamed folder in a pass of many batches"
+expect_in "$OUT" "flat: 0 created, 0 updated, 0 deleted" "flat: taken over, not deleted and written again"
+[ "$(stat -c %i out/f7)" = "$ino" ] || fail "flat: out/f7 was written again"
+run check; expect_rc 0 "flat: no drift"
 finish
