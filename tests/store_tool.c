@@ -74,6 +74,47 @@ recount(const char *state)
 	return rc ? 1 : 0;
 }
 
+/* what a row counts for in a line of layouts */
+static bool
+has_memo(const struct tend_bytes *v)
+{
+	struct hdr_row h;
+
+	return tend_hdr_parse(&h, v->data, v->len) == 0 && h.memo != NULL;
+}
+
+static bool
+not_empty(const struct tend_bytes *v)
+{
+	return v->len > 0;
+}
+
+static bool
+any_row(const struct tend_bytes *v)
+{
+	(void)v;
+	return true;
+}
+
+/* "NAME N": the rows of table t that `counts` says count */
+static int
+count_line(struct tend_txn *txn, enum tend_table t, const char *name,
+    bool (*counts)(const struct tend_bytes *v))
+{
+	struct tend_iter it;
+	struct tend_bytes k, v;
+	unsigned long n = 0;
+	int rc, more;
+
+	if ((rc = tend_store_iter_init(&it, txn, t, NULL, 0)))
+		return rc;
+	while ((more = tend_store_iter_next(&it, &k, &v)) == 1)
+		n += counts(&v);
+	tend_store_iter_finish(&it);
+	printf("%s %lu\n", name, n);
+	return more < 0 ? more : 0;
+}
+
 static int
 layouts(struct tend_store *st)
 {
@@ -104,64 +145,15 @@ layouts(struct tend_store *st)
 				printf(" %d:%lu", b, n[b]);
 		printf("\n");
 	}
-	/* how many COMP rows hold a memo (a store of format 3 keeps them
-	 * there) */
-	if (rc == 0) {
-		struct tend_iter it;
-		struct tend_bytes k, v;
-		unsigned long n = 0;
-		int more;
-
-		if ((rc = tend_store_iter_init(&it, txn, TEND_T_COMP, NULL,
-			 0)) == 0) {
-			while ((more = tend_store_iter_next(&it, &k, &v)) == 1) {
-				struct hdr_row h;
-
-				n += tend_hdr_parse(&h, v.data, v.len) == 0 &&
-				    h.memo != NULL;
-			}
-			tend_store_iter_finish(&it);
-			printf("comp-memo %lu\n", n);
-			if (more < 0)
-				rc = more;
-		}
-	}
-	/* how many CEX rows spell their child's path (format 3 leaves it
-	 * to the child's header) */
-	if (rc == 0) {
-		struct tend_iter it;
-		struct tend_bytes k, v;
-		unsigned long n = 0;
-		int more;
-
-		if ((rc = tend_store_iter_init(&it, txn, TEND_T_CEX, NULL,
-			 0)) == 0) {
-			while ((more = tend_store_iter_next(&it, &k, &v)) == 1)
-				n += v.len > 0;
-			tend_store_iter_finish(&it);
-			printf("cex-path %lu\n", n);
-			if (more < 0)
-				rc = more;
-		}
-	}
-	/* and how many NAME rows (a store of format 3 names containers
-	 * only) */
-	if (rc == 0) {
-		struct tend_iter it;
-		struct tend_bytes k, v;
-		unsigned long n = 0;
-		int more;
-
-		if ((rc = tend_store_iter_init(&it, txn, TEND_T_NAME, NULL,
-			 0)) == 0) {
-			while ((more = tend_store_iter_next(&it, &k, &v)) == 1)
-				n++;
-			tend_store_iter_finish(&it);
-			printf("name %lu\n", n);
-			if (more < 0)
-				rc = more;
-		}
-	}
+	/* COMP rows that hold a memo (format 3 keeps them there), CEX rows
+	 * that spell their child's path (format 3 leaves it to the child's
+	 * header), NAME rows (format 3 names containers only) */
+	if (rc == 0)
+		rc = count_line(txn, TEND_T_COMP, "comp-memo", has_memo);
+	if (rc == 0)
+		rc = count_line(txn, TEND_T_CEX, "cex-path", not_empty);
+	if (rc == 0)
+		rc = count_line(txn, TEND_T_NAME, "name", any_row);
 	if (txn)
 		tend_store_read_end(txn);
 	return rc;
