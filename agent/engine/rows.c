@@ -362,13 +362,11 @@ tend_hdr_parse(struct hdr_row *h, const void *data, size_t len)
  * layout 2: the same with ndeps, gen_id and gen_schema in varints.
  */
 
-void
-tend_memo_encode(struct tend_buf *b, const struct tend_fp *input,
-    const struct tend_fp *logic, const struct dep *deps, size_t n,
-    bool compact)
+/* a memo's context: logic fp, ndeps, each dependency */
+static void
+ctx_put(struct tend_buf *b, const struct tend_fp *logic, const struct dep *deps,
+    size_t n, bool compact)
 {
-	tend_buf_putc(b, compact ? ROW_COMPACT : ROW_FIXED);
-	tend_buf_put(b, input->b, 16);
 	tend_buf_put(b, logic->b, 16);
 	put_num(b, compact, n, 4);
 	for (size_t i = 0; i < n; i++) {
@@ -376,6 +374,37 @@ tend_memo_encode(struct tend_buf *b, const struct tend_fp *input,
 		put_num(b, compact, deps[i].gen_id, 8);
 		put_num(b, compact, deps[i].gen_schema, 8);
 	}
+}
+
+/* m's context from r (the rest of the row): every dependency whole, and
+ * nothing after them */
+static int
+ctx_read(struct rd *r, struct memo_row *m)
+{
+	m->logic = get_bytes(r, 16);
+	uint64_t n = get_num(r, 4);
+	if (r->bad || n > r->len)
+		return -1;
+	m->ndeps = (size_t)n;
+	m->compact = r->compact;
+	m->deps = r->p + r->pos;
+	m->depslen = r->len - r->pos;
+	struct dep d;
+	size_t at = 0;
+	for (size_t i = 0; i < m->ndeps; i++)
+		if (!tend_memo_dep_next(m, &at, &d))
+			return -1;
+	return at == m->depslen ? 0 : -1;
+}
+
+void
+tend_memo_encode(struct tend_buf *b, const struct tend_fp *input,
+    const struct tend_fp *logic, const struct dep *deps, size_t n,
+    bool compact)
+{
+	tend_buf_putc(b, compact ? ROW_COMPACT : ROW_FIXED);
+	tend_buf_put(b, input->b, 16);
+	ctx_put(b, logic, deps, n, compact);
 }
 
 /*
@@ -390,13 +419,7 @@ void
 tend_memo_ctx_encode(struct tend_buf *b, const struct tend_fp *logic,
     const struct dep *deps, size_t n)
 {
-	tend_buf_put(b, logic->b, 16);
-	tend_varint_put(b, n);
-	for (size_t i = 0; i < n; i++) {
-		tend_buf_put(b, deps[i].id.b, 16);
-		tend_varint_put(b, deps[i].gen_id);
-		tend_varint_put(b, deps[i].gen_schema);
-	}
+	ctx_put(b, logic, deps, n, true);
 }
 
 void
@@ -414,20 +437,7 @@ tend_memo_ctx_parse(struct memo_row *m, const void *data, size_t len)
 {
 	struct rd r = {data, len, 0, true, false};
 
-	m->logic = get_bytes(&r, 16);
-	uint64_t n = get_num(&r, 4);
-	if (r.bad || n > len)
-		return -1;
-	m->ndeps = (size_t)n;
-	m->compact = true;
-	m->deps = r.p + r.pos;
-	m->depslen = len - r.pos;
-	struct dep d;
-	size_t at = 0;
-	for (size_t i = 0; i < m->ndeps; i++)
-		if (!tend_memo_dep_next(m, &at, &d))
-			return -1;
-	return at == m->depslen ? 0 : -1;
+	return ctx_read(&r, m);
 }
 
 int
@@ -444,21 +454,7 @@ tend_memo_parse(struct memo_row *m, const void *data, size_t len)
 	if (!rd_start(&r, data, len))
 		return -1;
 	m->input = get_bytes(&r, 16);
-	m->logic = get_bytes(&r, 16);
-	uint64_t n = get_num(&r, 4);
-	if (r.bad || n > len)
-		return -1;
-	m->ndeps = (size_t)n;
-	m->compact = r.compact;
-	m->deps = r.p + r.pos;
-	m->depslen = len - r.pos;
-	/* every dependency must be whole, and nothing may follow them */
-	struct dep d;
-	size_t at = 0;
-	for (size_t i = 0; i < m->ndeps; i++)
-		if (!tend_memo_dep_next(m, &at, &d))
-			return -1;
-	return at == m->depslen ? 0 : -1;
+	return ctx_read(&r, m);
 }
 
 bool
