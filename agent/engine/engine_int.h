@@ -419,8 +419,6 @@ bool tend_cidset_has(const struct cidset *s, const struct tend_fp *fp);
 #define ROW_FIXED 1   /* numbers in fixed widths (stores of format < 3) */
 #define ROW_COMPACT 2 /* numbers in varints, absent fields left out */
 
-void tend_varint_put(struct tend_buf *b, uint64_t v);
-bool tend_varint_get(const uint8_t *p, size_t n, size_t *pos, uint64_t *out);
 
 int tend_item_decode(struct item *out, const void *data, size_t len,
     struct tend_arena *arena);

@@ -45,6 +45,13 @@ enum tend_table {
 
 struct tend_store;
 struct tend_txn;
+struct tend_buf;
+
+/* Numbers in rows' values as varints (LEB128; rows.c): the engine's
+ * compact rows and the program's signature rows. get: false past n or
+ * at a varint longer than 64 bits. */
+void tend_varint_put(struct tend_buf *b, uint64_t v);
+bool tend_varint_get(const uint8_t *p, size_t n, size_t *pos, uint64_t *out);
 
 /*
  * Open or create the store in directory `dir` (created if missing).

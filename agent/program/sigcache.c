@@ -208,36 +208,6 @@ sig_key(struct tend_buf *k, const char *app, const char *rel, size_t len)
 
 /* ---- the row ---- */
 
-static void
-put_varint(struct tend_buf *b, uint64_t v)
-{
-	do {
-		uint8_t c = (uint8_t)(v & 0x7f);
-
-		v >>= 7;
-		tend_buf_putc(b, (char)(c | (v ? 0x80 : 0)));
-	} while (v);
-}
-
-static bool
-get_varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	for (unsigned shift = 0; shift < 64; shift += 7) {
-		if (*pos >= n)
-			return false;
-		uint8_t c = p[(*pos)++];
-
-		v |= (uint64_t)(c & 0x7f) << shift;
-		if (!(c & 0x80)) {
-			*out = v;
-			return true;
-		}
-	}
-	return false;
-}
-
 /*
  * Version 4 (this tend writes it; version 3, 123 bytes for a copied
  * file, is still read):
@@ -295,11 +265,11 @@ sig_encode(struct tend_buf *b, const struct sig *s, const char *rel,
 	}
 	tend_buf_putc(b, SIG_V4);
 	tend_buf_putc(b, (char)fl);
-	put_varint(b, s->size);
+	tend_varint_put(b, s->size);
 	tend_buf_put(b, &s->mtime_ns, 8);
-	put_varint(b, (uint64_t)((dc << 1) ^ (dc >> 63)));
-	put_varint(b, s->ino);
-	put_varint(b, s->mode);
+	tend_varint_put(b, (uint64_t)((dc << 1) ^ (dc >> 63)));
+	tend_varint_put(b, s->ino);
+	tend_varint_put(b, s->mode);
 	tend_buf_put(b, s->fp.b, 16);
 	if (stamped)
 		tend_buf_put(b, key, 16);
@@ -349,13 +319,13 @@ sig_parse(const struct tend_bytes *v, struct sig *s, size_t *outs_at,
 	if (v->len < 2 || v->data[0] != SIG_V4)
 		return false;
 	*fl = v->data[1];
-	if (!get_varint(v->data, v->len, &pos, &s->size) || pos + 8 > v->len)
+	if (!tend_varint_get(v->data, v->len, &pos, &s->size) || pos + 8 > v->len)
 		return false;
 	memcpy(&s->mtime_ns, v->data + pos, 8);
 	pos += 8;
-	if (!get_varint(v->data, v->len, &pos, &dc) ||
-	    !get_varint(v->data, v->len, &pos, &s->ino) ||
-	    !get_varint(v->data, v->len, &pos, &mode) || pos + 16 > v->len)
+	if (!tend_varint_get(v->data, v->len, &pos, &dc) ||
+	    !tend_varint_get(v->data, v->len, &pos, &s->ino) ||
+	    !tend_varint_get(v->data, v->len, &pos, &mode) || pos + 16 > v->len)
 		return false;
 	s->ctime_ns = s->mtime_ns + (uint64_t)((int64_t)(dc >> 1) ^
 	    -(int64_t)(dc & 1));
