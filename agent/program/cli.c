@@ -305,36 +305,6 @@ use_color(const struct cli *c)
 	return isatty(1) && !getenv("NO_COLOR");
 }
 
-/* plan: the delete of a git tag's state that leaves the tag where it is
- * (adopted, or moved by someone), as the sync will say ("forgotten") */
-static bool
-plan_tag_stays(struct cli *c, const struct tend_event *ev)
-{
-	size_t pl = ev->provider ? strlen(ev->provider) : 0;
-	struct tend_app_config *a;
-
-	if (!c->ws || ev->op != TEND_OP_DELETE || ev->forgotten || !ev->key ||
-	    pl < 5 || strcmp(ev->provider + pl - 5, "/@tag") != 0 ||
-	    !(a = tend_ws_app(c->ws, ev->app)) ||
-	    a->target != TEND_TARGET_GIT)
-		return false;
-	/* the key as plan spells it: "NAME" (a tag's name holds no
-	 * backslash; a quote in it is escaped) */
-	struct tend_buf tag = TEND_BUF_INIT;
-	const char *k = ev->key;
-	size_t kl = strlen(k);
-	if (kl >= 2 && k[0] == '"' && k[kl - 1] == '"')
-		for (size_t i = 1; i + 1 < kl; i++)
-			if (k[i] != '\\' || k[i + 1] != '"')
-				tend_buf_putc(&tag, k[i]);
-	char *repo = path_join(c->ws->root, a->target_path);
-	bool stays = tag.len && tend_git_tag_stays(repo, c->ws->state_dir,
-	    a->ref, tag.ptr);
-	free(repo);
-	tend_buf_release(&tag);
-	return stays;
-}
-
 /* The i-th quoted string of a key spelled as plan spells it (a tuple:
  * ("repo", "refs/heads/x", "")), in *out; false if there is none */
 static bool
@@ -355,6 +325,30 @@ key_str_at(const char *k, int i, struct tend_buf *out)
 		k++;
 	}
 	return false;
+}
+
+/* plan: the delete of a git tag's state that leaves the tag where it is
+ * (adopted, or moved by someone), as the sync will say ("forgotten") */
+static bool
+plan_tag_stays(struct cli *c, const struct tend_event *ev)
+{
+	size_t pl = ev->provider ? strlen(ev->provider) : 0;
+	struct tend_app_config *a;
+
+	if (!c->ws || ev->op != TEND_OP_DELETE || ev->forgotten || !ev->key ||
+	    pl < 5 || strcmp(ev->provider + pl - 5, "/@tag") != 0 ||
+	    !(a = tend_ws_app(c->ws, ev->app)) ||
+	    a->target != TEND_TARGET_GIT)
+		return false;
+	/* the key as plan spells it: "NAME" */
+	struct tend_buf tag = TEND_BUF_INIT;
+	key_str_at(ev->key, 0, &tag);
+	char *repo = path_join(c->ws->root, a->target_path);
+	bool stays = tag.len && tend_git_tag_stays(repo, c->ws->state_dir,
+	    a->ref, tag.ptr);
+	free(repo);
+	tend_buf_release(&tag);
+	return stays;
 }
 
 /*
